@@ -99,16 +99,23 @@ def test_shaping_reduces_to_plain_advantages(r, u_const, data):
         assert out.dtype == dtype and torch.isfinite(out).all()
 
 
+# uncertainties: arbitrary floats, or a large common value plus a tiny spread (the hard case for centring)
+uncertainties = st.one_of(
+    st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=64),
+    st.tuples(st.floats(0.01, 10), st.sampled_from([1e-12, 1e-9, 1e-6]), st.lists(st.integers(0, 3), min_size=2, max_size=64))
+      .map(lambda t: [t[0] + t[1] * k for k in t[2]]))
+
+
 @MANY
-@given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=64))
+@given(uncertainties)
 def test_standardised_uncertainty_is_zero_mean_unit_variance_when_unclipped(u):
     z = standardize_uncertainty(u)
     assert z.abs().max() <= 3
-    if len(u) <= 10: assert z.abs().max() <= (len(u) - 1) / math.sqrt(len(u)) + 1e-12   # clip inactive
+    if len(u) <= 10: assert z.abs().max() <= (len(u) - 1) / math.sqrt(len(u)) + 1e-6   # clip inactive
     raw = torch.tensor(u, dtype=torch.float64)
-    if len(u) >= 2 and raw.max() > raw.min() and z.abs().max() < 3 and raw.std() > 1e-300:
-        assert abs(z.sum().item()) < 1e-9 * len(u)
-        assert math.isclose(z.pow(2).sum().item(), len(u) - 1, rel_tol=1e-9)
+    if len(u) >= 2 and raw.max() > raw.min() and raw.std() > 1e-300:
+        assert abs(z.sum().item()) < 1e-13 * len(u) or z.abs().max() == 3   # sum z = 0 unless clipped (Prop. 1)
+        if z.abs().max() < 3: assert math.isclose(z.pow(2).sum().item(), len(u) - 1, rel_tol=1e-9)
 
 
 def test_gamma_eff_is_monotone_and_saturates():
