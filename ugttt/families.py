@@ -8,7 +8,7 @@ __all__ = ['AC1_RULES', 'AC2_RULES', 'CP26_RULES', 'ERDOS_RULES', 'RULES', 'FAMI
            'has_non_uniform_rows', 'has_uniform_rows', 'Rule', 'label_family', 'matching_families', 'has_winning_motif',
            'describe_families', 'family_entropy']
 
-# %% ../nbs/07_families.ipynb #70a759f0
+# %% ../nbs/07_families.ipynb #48148767
 import ast
 import io
 import keyword
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Sequence
 
-# %% ../nbs/07_families.ipynb #82b9693a
+# %% ../nbs/07_families.ipynb #84fd2f3d
 _KINDS = {tokenize.NAME: 'name', tokenize.NUMBER: 'number', tokenize.STRING: 'string',
           tokenize.COMMENT: 'comment', tokenize.OP: 'op'}
 _RX_TOKEN = re.compile(r'''
@@ -44,7 +44,7 @@ def code_tokens(code: str, # program text, possibly broken
     except (tokenize.TokenError, SyntaxError):   # IndentationError is a SyntaxError
         return [(m.lastgroup, m.group()) for m in _RX_TOKEN.finditer(code)], 'regex'
 
-# %% ../nbs/07_families.ipynb #a9431d11
+# %% ../nbs/07_families.ipynb #4a61bb72
 _CAMEL = re.compile(r'[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+')
 
 
@@ -63,7 +63,7 @@ def token_words(kind: str, # token kind from `code_tokens`
     if kind in ('comment', 'string'): return re.findall(r'[a-z0-9]+', text.lower())
     return []
 
-# %% ../nbs/07_families.ipynb #80817781
+# %% ../nbs/07_families.ipynb #976cf602
 def _ast_int_list(node) -> tuple[int, ...] | None:
     "The value of a list expression made of int literals, `+` and `* int`, else None."
     if isinstance(node, ast.List):
@@ -106,7 +106,7 @@ def int_lists(code: str, # program text
                 if v: found.append(v)
     return tuple(dict.fromkeys(found))   # distinct, in order of appearance
 
-# %% ../nbs/07_families.ipynb #67823b4d
+# %% ../nbs/07_families.ipynb #3815d4b3
 def import_aliases(tokens: list[tuple[str, str]], # `code_tokens(code)[0]`
                   ) -> dict[str, str]:
     "Lower-case names bound by `from M import a [as b]` / `import M.x as b` mapped to the chain they stand for."
@@ -136,7 +136,7 @@ def import_aliases(tokens: list[tuple[str, str]], # `code_tokens(code)[0]`
         i = max(j, i + 1)
     return aliases
 
-# %% ../nbs/07_families.ipynb #570bed99
+# %% ../nbs/07_families.ipynb #1d26f1df
 def _singular(w: str) -> str:
     "Naive singular of a word (`rings` → `ring`); short words and `ss` endings are kept."
     return w[:-1] if len(w) > 3 and w.endswith('s') and not w.endswith('ss') else w
@@ -147,6 +147,7 @@ class CodeFeatures:
     "Token-level features of one program, the only thing family rules look at."
     names: frozenset     # lower-case identifiers of the code (keywords excluded)
     words: frozenset     # words of identifiers, comments and strings, plus their naive singulars
+    aliases: tuple       # (alias, full chain) pairs bound by imports, see `import_aliases`
     word_seqs: tuple     # the words of each token, in order (one tuple per token that has words)
     bigrams: frozenset   # adjacent word pairs inside one token, raw and singular
     name_bigrams: frozenset  # the same, from identifiers only (step_function, stepFunction)
@@ -194,16 +195,16 @@ class CodeFeatures:
         return re.search(pattern, self.code) is not None
 
     def call_args(self, *funcs: str) -> list[str]:
-        "The argument text (as in `code`) of every call of a function named one of `funcs`, any module: sqrt ~ np.sqrt(...)."
-        out = []
-        for m in re.finditer(rf'(?:^|[^\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, funcs))})\(', self.code):
+        "The argument text (as in `code`) of every call of a function named one of `funcs` (any module, or an alias of one)."
+        out, funcs = [], set(funcs) | {a for a, full in self.aliases if full.rsplit('.', 1)[-1] in funcs}
+        for m in re.finditer(rf'(?:^|[^\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, sorted(funcs)))})\(', self.code):
             depth, j = 1, m.end()
             while j < len(self.code) and depth:   # up to the matching ')'
                 depth += {'(': 1, ')': -1}.get(self.code[j], 0); j += 1
             if depth == 0: out.append(self.code[m.end():j - 1])
         return out
 
-# %% ../nbs/07_families.ipynb #aefebc6e
+# %% ../nbs/07_families.ipynb #e8fece13
 _STR_BODY = re.compile(r'^[rRbBuUfF]{0,2}(\'\'\'|"""|\'|")(.*?)(?:\1)?$', re.DOTALL)
 
 
@@ -244,12 +245,13 @@ def code_features(code: str, # program text (may be broken)
     for k, (kind, text) in enumerate(code_toks):
         if k and kind in ('name', 'number') and code_toks[k - 1][0] in ('name', 'number'): joined.append(' ')
         joined.append(text)
-    return CodeFeatures(names=frozenset(names), words=frozenset(words), word_seqs=tuple(seqs), bigrams=frozenset(bigrams),
+    return CodeFeatures(names=frozenset(names), words=frozenset(words), aliases=tuple(sorted(aliases.items())),
+                        word_seqs=tuple(seqs), bigrams=frozenset(bigrams),
                         name_bigrams=frozenset(name_bigrams), chains=frozenset(chains), calls=frozenset(calls),
                         strings=frozenset(strings), code=''.join(joined).lower(), prose='\n'.join(prose),
                         int_lists=int_lists(code, tokens), tokenizer=how)
 
-# %% ../nbs/07_families.ipynb #4533434e
+# %% ../nbs/07_families.ipynb #cf7297c1
 _OPERAND = r'[a-z_][\w.]*(?:\([\w.,]*\))?'
 _TWO = r'2(?:\.0*)?'
 _SQRT_ARG = re.compile(rf'^(?:{_TWO}\*{_OPERAND}|{_OPERAND}\*{_TWO})$')
@@ -261,7 +263,7 @@ def uses_sqrt_2n(f: CodeFeatures, # features of a program
     "True when the code computes √(2n): sqrt(2*n), np.sqrt(2 * len(a)), math.sqrt(2*n) or (2*n)**0.5."
     return _POW_HALF.search(f.code) is not None or any(_SQRT_ARG.match(a) for a in f.call_args('sqrt'))
 
-# %% ../nbs/07_families.ipynb #10a56740
+# %% ../nbs/07_families.ipynb #a403b171
 def has_non_uniform_rows(f: CodeFeatures, # features of a program
                         ) -> bool:
     "True when the code writes a list of >= 3 positive ints that sums to 26 with >= 2 distinct values."
@@ -275,7 +277,7 @@ def has_uniform_rows(f: CodeFeatures, # features of a program
             or f.code_re(r'(?<![\w.])5\*5(?![\w.])')
             or any(len(v) >= 3 and len(set(v)) == 1 and sum(v) in (25, 26) for v in f.int_lists))
 
-# %% ../nbs/07_families.ipynb #e6949a31
+# %% ../nbs/07_families.ipynb #03af7ac1
 @dataclass(frozen=True)
 class Rule:
     "One labelling rule: if `test(features)` holds, the program belongs to `family`."
@@ -288,7 +290,7 @@ class Rule:
         "Whether this rule fires on `code`."
         return bool(self.test(code_features(code)))
 
-# %% ../nbs/07_families.ipynb #696222eb
+# %% ../nbs/07_families.ipynb #d249dea6
 _LOCAL_METHODS = ('slsqp', 'l-bfgs-b', 'l-bfgs', 'lbfgs', 'lbfgsb', 'l_bfgs_b', 'nelder-mead', 'nelder_mead',
                   'trust-constr', 'trust_constr', 'cobyla', 'powell', 'tnc', 'bfgs', 'cg', 'newton-cg')
 
@@ -322,7 +324,7 @@ def _greedy_local(f: CodeFeatures) -> bool:
 def _random_search(f: CodeFeatures) -> bool:
     return f.phrase('random search') or (f.word('random') and f.word('restart'))
 
-# %% ../nbs/07_families.ipynb #5867ed22
+# %% ../nbs/07_families.ipynb #39c6cf28
 AC1_RULES = (
     Rule('sqrt_2n_analytic', 'sqrt_2n_analytic', 'computes √(2n) in code: np.sqrt(2 * n), sqrt(2*len(a)), (2*n)**0.5 (paper Table 3)', uses_sqrt_2n),
     Rule('lp', 'lp', 'linear programming: linprog / milp (scipy.optimize), cvxpy, pulp',
@@ -340,7 +342,7 @@ AC1_RULES = (
     Rule('random_search', 'random_search', 'the phrase "random search", or random restarts', _random_search),
 )
 
-# %% ../nbs/07_families.ipynb #5b9462df
+# %% ../nbs/07_families.ipynb #aa76ff37
 AC2_RULES = (
     Rule('sim_anneal', 'sim_anneal', 'dual_annealing / simulated annealing, or "anneal(ing)" with a temperature/cooling schedule', _sim_anneal),
     Rule('diff_evo', 'diff_evo', 'differential_evolution, or the phrase "differential evolution" (paper Table 3)',
@@ -363,7 +365,7 @@ AC2_RULES = (
     Rule('random_search', 'random_search', 'the phrase "random search", or random restarts', _random_search),
 )
 
-# %% ../nbs/07_families.ipynb #79374ef1
+# %% ../nbs/07_families.ipynb #ce780226
 CP26_RULES = (
     Rule('non_uniform_rows', 'non_uniform_rows', 'a list of >= 3 positive ints summing to 26 with >= 2 distinct values, e.g. [5,5,5,5,6] (paper Table 3)', has_non_uniform_rows),
     Rule('hex_grid', 'hex_grid', 'hexagonal / hexagon / honeycomb / staggered rows, hex with grid/lattice/packing, or a triangular lattice',
@@ -385,7 +387,7 @@ CP26_RULES = (
          lambda f: _scipy_minimize(f) or f.string(*_LOCAL_METHODS)),
 )
 
-# %% ../nbs/07_families.ipynb #c2e0b69a
+# %% ../nbs/07_families.ipynb #0494656f
 _STEP_SLICE = re.compile(r'(?:^|[^\w.])[a-z_]\w*\[(?:[\w*/+\-]+:[\w*/+\-]*|:[\w*/+\-]+)\]=-?[\d.]+(?![\w.(\[*/+\-])')
 _STEP_WHERE = re.compile(r'^[^,]*[<>][^,]*,-?[\d.]+,-?[\d.]+$')
 
@@ -407,7 +409,7 @@ def _step_function(f: CodeFeatures) -> bool:
             or f.phrase('characteristic function', 'indicator function')
             or any(_STEP_WHERE.match(a) for a in f.call_args('where')) or _STEP_SLICE.search(f.code) is not None)
 
-# %% ../nbs/07_families.ipynb #64fdc7a4
+# %% ../nbs/07_families.ipynb #f42a4c06
 ERDOS_RULES = (
     Rule('fourier', 'fourier', 'fourier / harmonic(s), or sin/cos calls: h = a + b*sin(kx) (paper Table 3)',
          lambda f: f.word('fourier', 'harmonic') or f.call('sin', 'cos')),
@@ -425,7 +427,7 @@ ERDOS_RULES = (
     Rule('linspace_based', 'linspace_based', 'linspace', lambda f: f.name('linspace')),
 )
 
-# %% ../nbs/07_families.ipynb #c8098090
+# %% ../nbs/07_families.ipynb #43138384
 RULES: dict[str, tuple[Rule, ...]] = {'ac1': AC1_RULES, 'ac2': AC2_RULES, 'cp26': CP26_RULES, 'erdos': ERDOS_RULES}
 FAMILIES: dict[str, tuple[str, ...]] = {t: tuple(dict.fromkeys(r.family for r in rs)) + ('other',)
                                         for t, rs in RULES.items()}
@@ -448,7 +450,7 @@ def label_family(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     f = code_features(code)
     return next((r.family for r in rules if r.test(f)), 'other')
 
-# %% ../nbs/07_families.ipynb #accec940
+# %% ../nbs/07_families.ipynb #4a5e0ebd
 def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                       code: str, # the program
                      ) -> tuple[str, ...]:
@@ -458,7 +460,7 @@ def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     f = code_features(code)
     return tuple(dict.fromkeys(r.family for r in rules if r.test(f)))
 
-# %% ../nbs/07_families.ipynb #893c4548
+# %% ../nbs/07_families.ipynb #8ebcc351
 WINNING_MOTIFS: dict[str, tuple[str, ...]] = {
     'ac1': ('sqrt_2n_analytic',),
     'ac2': ('diff_evo', 'gradient_based/method', 'gradient_based/gradient', 'gradient_based/minimize'),
@@ -476,7 +478,7 @@ def has_winning_motif(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     f = code_features(code)
     return any(r.test(f) for r in rules if r.name in WINNING_MOTIFS[task.strip().lower()])
 
-# %% ../nbs/07_families.ipynb #7ebcdf5b
+# %% ../nbs/07_families.ipynb #f238d42f
 def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                      ) -> str:
     "The ordered rules of `task` as a markdown table: #, rule, family, what it matches."
@@ -485,7 +487,7 @@ def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     return '\n'.join(['| # | rule | family | matches |', '|---|---|---|---|', *rows,
                       f'| {len(rows) + 1} | | `other` | anything else |'])
 
-# %% ../nbs/07_families.ipynb #711612a2
+# %% ../nbs/07_families.ipynb #38239aa2
 def family_entropy(labels: Sequence[str], # family labels, one per (correct) rollout
                   ) -> float:
     "Shannon entropy in bits of the label counts, -sum p log2 p; 0.0 for one family or none."
