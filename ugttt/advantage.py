@@ -5,7 +5,6 @@
 # %% ../nbs/02_advantage.ipynb #2fb53cb5
 from __future__ import annotations
 import math
-from typing import Sequence
 import torch
 from torch import Tensor
 
@@ -93,8 +92,8 @@ def loo_advantages(
     G = r.numel()
     e = torch.exp(beta * (r - r.max()))                                   # (G,) in [0, 1], the max has e = 1
     others = ~torch.eye(G, dtype=torch.bool, device=r.device)             # (G, G) j != i
-    z = torch.where(others, e.expand(G, G), torch.zeros((), dtype=e.dtype, device=e.device)).sum(dim=1)  # (G,)
-    w = (e * (G - 1) / z).nan_to_num(posinf=w_max).clamp(max=w_max)      # z = 0 only for a unique max (e = 1)
+    loo_sum = torch.where(others, e.expand(G, G), torch.zeros((), dtype=e.dtype, device=e.device)).sum(dim=1)  # (G,) Z_i
+    w = (e * (G - 1) / loo_sum).nan_to_num(posinf=w_max).clamp(max=w_max)  # Z_i = 0 only for a unique max (e_i = 1)
     return w - 1
 
 # %% ../nbs/02_advantage.ipynb #c717f97b
