@@ -8,7 +8,7 @@ __all__ = ['AC1_RULES', 'AC2_RULES', 'CP26_RULES', 'ERDOS_RULES', 'RULES', 'FAMI
            'has_non_uniform_rows', 'has_uniform_rows', 'Rule', 'label_family', 'matching_families', 'has_winning_motif',
            'describe_families', 'family_entropy']
 
-# %% ../nbs/07_families.ipynb #650ad498
+# %% ../nbs/07_families.ipynb #957caf83
 import ast
 import io
 import keyword
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Sequence
 
-# %% ../nbs/07_families.ipynb #a5d7ee6f
+# %% ../nbs/07_families.ipynb #d2b2804e
 _KINDS = {tokenize.NAME: 'name', tokenize.NUMBER: 'number', tokenize.STRING: 'string',
           tokenize.COMMENT: 'comment', tokenize.OP: 'op'}
 _RX_TOKEN = re.compile(r'''
@@ -44,7 +44,7 @@ def code_tokens(code: str, # program text, possibly broken
     except (tokenize.TokenError, SyntaxError):   # IndentationError is a SyntaxError
         return [(m.lastgroup, m.group()) for m in _RX_TOKEN.finditer(code)], 'regex'
 
-# %% ../nbs/07_families.ipynb #0b86031a
+# %% ../nbs/07_families.ipynb #294ee1a7
 _CAMEL = re.compile(r'[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+')
 
 
@@ -63,7 +63,7 @@ def token_words(kind: str, # token kind from `code_tokens`
     if kind in ('comment', 'string'): return re.findall(r'[a-z0-9]+', text.lower())
     return []
 
-# %% ../nbs/07_families.ipynb #9adccb46
+# %% ../nbs/07_families.ipynb #de2aaeae
 def _ast_int_list(node) -> tuple[int, ...] | None:
     "The value of a list expression made of int literals, `+` and `* int`, else None."
     if isinstance(node, ast.List):
@@ -106,7 +106,7 @@ def int_lists(code: str, # program text
                 if v: found.append(v)
     return tuple(dict.fromkeys(found))   # distinct, in order of appearance
 
-# %% ../nbs/07_families.ipynb #e9fcb562
+# %% ../nbs/07_families.ipynb #fe79be17
 def import_aliases(tokens: list[tuple[str, str]], # `code_tokens(code)[0]`
                   ) -> dict[str, str]:
     "Lower-case names bound by `from M import a [as b]` / `import M.x as b` mapped to the chain they stand for."
@@ -136,7 +136,7 @@ def import_aliases(tokens: list[tuple[str, str]], # `code_tokens(code)[0]`
         i = max(j, i + 1)
     return aliases
 
-# %% ../nbs/07_families.ipynb #c67ff04d
+# %% ../nbs/07_families.ipynb #878c1e81
 def _singular(w: str) -> str:
     "Naive singular of a word (`rings` → `ring`); short words and `ss` endings are kept."
     return w[:-1] if len(w) > 3 and w.endswith('s') and not w.endswith('ss') else w
@@ -204,7 +204,7 @@ class CodeFeatures:
             if depth == 0: out.append(self.code[m.end():j - 1])
         return out
 
-# %% ../nbs/07_families.ipynb #f26f5bc8
+# %% ../nbs/07_families.ipynb #86e9406b
 _STR_BODY = re.compile(r'^[rRbBuUfF]{0,2}(\'\'\'|"""|\'|")(.*?)(?:\1)?$', re.DOTALL)
 
 
@@ -251,7 +251,7 @@ def code_features(code: str, # program text (may be broken)
                         strings=frozenset(strings), code=''.join(joined).lower(), prose='\n'.join(prose),
                         int_lists=int_lists(code, tokens), tokenizer=how)
 
-# %% ../nbs/07_families.ipynb #94439fab
+# %% ../nbs/07_families.ipynb #5a079caa
 _OPERAND = r'[a-z_][\w.]*(?:\([\w.,]*\))?'
 _TWO = r'2(?:\.0*)?'
 _SQRT_ARG = re.compile(rf'^(?:{_TWO}\*{_OPERAND}|{_OPERAND}\*{_TWO})$')
@@ -263,13 +263,13 @@ def uses_sqrt_2n(f: CodeFeatures, # features of a program
     "True when the code computes √(2n): sqrt(2*n), np.sqrt(2 * len(a)), math.sqrt(2*n) or (2*n)**0.5."
     return _POW_HALF.search(f.code) is not None or any(_SQRT_ARG.match(a) for a in f.call_args('sqrt'))
 
-# %% ../nbs/07_families.ipynb #12bd9152
+# %% ../nbs/07_families.ipynb #cef63c71
 def has_non_uniform_rows(f: CodeFeatures, # features of a program
                         ) -> bool:
     "True when the code writes a list of >= 3 positive ints that sums to 26 with >= 2 distinct values."
     return any(len(v) >= 3 and min(v) > 0 and sum(v) == 26 and len(set(v)) >= 2 for v in f.int_lists)
 
-# %% ../nbs/07_families.ipynb #97b1e7c7
+# %% ../nbs/07_families.ipynb #5a58169e
 def has_uniform_rows(f: CodeFeatures, # features of a program
                     ) -> bool:
     "True for a 5x5 layout: the word 5x5, '5 x 5' in prose, `5*5` in code, or a list of >= 3 equal ints summing to 25 or 26."
@@ -277,7 +277,7 @@ def has_uniform_rows(f: CodeFeatures, # features of a program
             or f.code_re(r'(?<![\w.])5\*5(?![\w.])')
             or any(len(v) >= 3 and len(set(v)) == 1 and sum(v) in (25, 26) for v in f.int_lists))
 
-# %% ../nbs/07_families.ipynb #3b3573d2
+# %% ../nbs/07_families.ipynb #e69a9b35
 @dataclass(frozen=True)
 class Rule:
     "One labelling rule: if `test(features)` holds, the program belongs to `family`."
@@ -290,7 +290,7 @@ class Rule:
         "Whether this rule fires on `code`."
         return bool(self.test(code_features(code)))
 
-# %% ../nbs/07_families.ipynb #1542d262
+# %% ../nbs/07_families.ipynb #eb0d409d
 _LOCAL_METHODS = ('slsqp', 'l-bfgs-b', 'l-bfgs', 'lbfgs', 'lbfgsb', 'l_bfgs_b', 'nelder-mead', 'nelder_mead',
                   'trust-constr', 'trust_constr', 'cobyla', 'powell', 'tnc', 'bfgs', 'cg', 'newton-cg')
 
@@ -299,7 +299,7 @@ def _scipy_minimize(f: CodeFeatures) -> bool:
     "scipy's minimize is called (minimize( with scipy imported)."
     return f.call('minimize') and f.name('scipy')
 
-# %% ../nbs/07_families.ipynb #2a78b6ab
+# %% ../nbs/07_families.ipynb #3cce8103
 _METROPOLIS = re.compile(r'/\(?(?:t|temp|temperature|t_\w+|t\d+|temp_\w+)\)?(?![\w.(\[])')
 
 
@@ -309,34 +309,34 @@ def _sim_anneal(f: CodeFeatures) -> bool:
             or (f.word('anneal', 'annealing') and f.word('schedule', 'temperature', 'temp', 'cooling'))
             or any(a.startswith('-') and _METROPOLIS.search(a) for a in f.call_args('exp')))
 
-# %% ../nbs/07_families.ipynb #99289556
+# %% ../nbs/07_families.ipynb #d4bb5978
 def _genetic(f: CodeFeatures) -> bool:
     "A genetic algorithm: genetic, population with mutate/crossover, or mutate with crossover."
     mut = f.word('mutate', 'mutation')
     return (f.word('genetic') or (f.word('population') and (mut or f.word('crossover')))
             or (mut and f.word('crossover')))
 
-# %% ../nbs/07_families.ipynb #a9920768
+# %% ../nbs/07_families.ipynb #07bbdeb9
 def _gradient(f: CodeFeatures) -> bool:
     "A gradient method: Adam, gradient ascent/descent/step, or autograd."
     return (f.word('adam') or f.phrase('gradient descent', 'gradient ascent', 'grad descent', 'grad ascent', 'gradient step')
             or (f.word('gradient') and f.word('descent', 'ascent'))
             or (f.call('backward') and f.name('torch')) or f.call('jax.grad', 'autograd.grad'))
 
-# %% ../nbs/07_families.ipynb #6187bd9b
+# %% ../nbs/07_families.ipynb #a4689452
 def _greedy_local(f: CodeFeatures) -> bool:
     "Hill climbing / local search / coordinate moves / greedy flips."
     return (f.phrase('hill climb', 'hill climbing', 'local search', 'coordinate descent', 'coordinate ascent')
             or f.word('hillclimb', 'hillclimbing') or (f.word('greedy') and f.word('flip', 'perturb', 'swap')))
 
-# %% ../nbs/07_families.ipynb #a71932bd
+# %% ../nbs/07_families.ipynb #c3de9452
 def _random_search(f: CodeFeatures) -> bool:
     "Random search or random restarts."
     return f.phrase('random search') or (f.word('random') and f.word('restart'))
 
-# %% ../nbs/07_families.ipynb #91614edc
+# %% ../nbs/07_families.ipynb #9a43aeef
 AC1_RULES = (
-    Rule('sqrt_2n_analytic', 'sqrt_2n_analytic', 'computes √(2n) in code: np.sqrt(2 * n), sqrt(2*len(a)), (2*n)**0.5 (paper Table 3)', uses_sqrt_2n),
+    Rule('sqrt_2n_analytic', 'sqrt_2n_analytic', 'computes √(2n) in code: np.sqrt(2 * n), sqrt(2*len(a)), (2*n)**0.5 (paper winning motif)', uses_sqrt_2n),
     Rule('lp', 'lp', 'linear programming: linprog / milp (scipy.optimize), cvxpy, pulp',
          lambda f: f.call('linprog', 'milp') or f.name('linprog', 'cvxpy', 'pulp')),
     Rule('diff_evo', 'diff_evo', 'differential_evolution, or the phrase "differential evolution"',
@@ -352,10 +352,10 @@ AC1_RULES = (
     Rule('random_search', 'random_search', 'the phrase "random search", or random restarts', _random_search),
 )
 
-# %% ../nbs/07_families.ipynb #dd0f3121
+# %% ../nbs/07_families.ipynb #ab0967a4
 AC2_RULES = (
     Rule('sim_anneal', 'sim_anneal', 'dual_annealing, simulated annealing, anneal(ing) with a temperature/cooling schedule, or a Metropolis exp(-delta / T)', _sim_anneal),
-    Rule('diff_evo', 'diff_evo', 'differential_evolution, or the phrase "differential evolution" (paper Table 3)',
+    Rule('diff_evo', 'diff_evo', 'differential_evolution, or the phrase "differential evolution" (paper winning motif)',
          lambda f: f.name('differential_evolution') or f.phrase('differential evolution')),
     Rule('basinhopping', 'basinhopping', 'basinhopping, or the phrase "basin hopping"',
          lambda f: f.word('basinhopping') or f.phrase('basin hopping')),
@@ -375,9 +375,9 @@ AC2_RULES = (
     Rule('random_search', 'random_search', 'the phrase "random search", or random restarts', _random_search),
 )
 
-# %% ../nbs/07_families.ipynb #45bbe29d
+# %% ../nbs/07_families.ipynb #e0fb1c89
 CP26_RULES = (
-    Rule('non_uniform_rows', 'non_uniform_rows', 'a list of >= 3 positive ints summing to 26 with >= 2 distinct values, e.g. [5,5,5,5,6] (paper Table 3)', has_non_uniform_rows),
+    Rule('non_uniform_rows', 'non_uniform_rows', 'a list of >= 3 positive ints summing to 26 with >= 2 distinct values, e.g. [5,5,5,5,6] (paper winning motif)', has_non_uniform_rows),
     Rule('hex_grid', 'hex_grid', 'hexagonal / hexagon / honeycomb / staggered rows, hex with grid/lattice/packing, or a triangular lattice',
          lambda f: f.word('hexagonal', 'hexagon', 'hexgrid', 'honeycomb', 'staggered')
          or (f.word('hex') and f.word('grid', 'lattice', 'packing')) or f.phrase('triangular lattice')),
@@ -397,7 +397,7 @@ CP26_RULES = (
          lambda f: _scipy_minimize(f) or f.string(*_LOCAL_METHODS)),
 )
 
-# %% ../nbs/07_families.ipynb #a4cc1479
+# %% ../nbs/07_families.ipynb #60510b12
 _NOISE = frozenset({'noise', 'perturbation', 'perturb', 'mutation', 'mutate', 'jitter', 'step', 'sample', 'random',
                     'proposal', 'kick', 'move'})
 
@@ -409,7 +409,7 @@ def _gaussian(f: CodeFeatures) -> bool:
     return f.call('norm.pdf') or any(w in ('gaussian', 'gaussians') and _singular(ws[k + 1] if k + 1 < len(ws) else '') not in _NOISE
                                      for ws in f.word_seqs for k, w in enumerate(ws))
 
-# %% ../nbs/07_families.ipynb #62d020ce
+# %% ../nbs/07_families.ipynb #91458710
 _STEP_SLICE = re.compile(r'(?:^|[^\w.])[a-z_]\w*\[(?:[\w*/+\-]+:[\w*/+\-]*|:[\w*/+\-]+)\]=-?[\d.]+(?![\w.(\[*/+\-])')
 _STEP_WHERE = re.compile(r'^[^,]*[<>][^,]*,-?[\d.]+,-?[\d.]+$')
 
@@ -420,9 +420,9 @@ def _step_function(f: CodeFeatures) -> bool:
             or f.phrase('characteristic function', 'indicator function')
             or any(_STEP_WHERE.match(a) for a in f.call_args('where')) or _STEP_SLICE.search(f.code) is not None)
 
-# %% ../nbs/07_families.ipynb #fde11ab0
+# %% ../nbs/07_families.ipynb #bd607847
 ERDOS_RULES = (
-    Rule('fourier', 'fourier', 'fourier / harmonic(s), or sin/cos calls: h = a + b*sin(kx) (paper Table 3)',
+    Rule('fourier', 'fourier', 'fourier / harmonic(s), or sin/cos calls: h = a + b*sin(kx) (paper winning motif)',
          lambda f: f.word('fourier', 'harmonic') or f.call('sin', 'cos')),
     Rule('bump_triangle', 'bump_triangle', 'the whole words triangular, triangle, tent (not content/potential/intent), or bump when the bump is not Gaussian',
          lambda f: f.word('triangular', 'triangle', 'tent') or (f.word('bump') and not _gaussian(f))),
@@ -438,7 +438,7 @@ ERDOS_RULES = (
     Rule('linspace_based', 'linspace_based', 'linspace', lambda f: f.name('linspace')),
 )
 
-# %% ../nbs/07_families.ipynb #896bd983
+# %% ../nbs/07_families.ipynb #be640fa2
 RULES: dict[str, tuple[Rule, ...]] = {'ac1': AC1_RULES, 'ac2': AC2_RULES, 'cp26': CP26_RULES, 'erdos': ERDOS_RULES}
 FAMILIES: dict[str, tuple[str, ...]] = {t: tuple(dict.fromkeys(r.family for r in rs)) + ('other',)
                                         for t, rs in RULES.items()}
@@ -461,7 +461,7 @@ def label_family(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     f = code_features(code)
     return next((r.family for r in rules if r.test(f)), 'other')
 
-# %% ../nbs/07_families.ipynb #75b76869
+# %% ../nbs/07_families.ipynb #bc8ae3f9
 def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                       code: str, # the program
                      ) -> tuple[str, ...]:
@@ -471,7 +471,7 @@ def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     f = code_features(code)
     return tuple(dict.fromkeys(r.family for r in rules if r.test(f)))
 
-# %% ../nbs/07_families.ipynb #d1cabd58
+# %% ../nbs/07_families.ipynb #379ec992
 WINNING_MOTIFS: dict[str, tuple[str, ...]] = {
     'ac1': ('sqrt_2n_analytic',),
     'ac2': ('diff_evo', 'gradient_based/method', 'gradient_based/gradient', 'gradient_based/minimize'),
@@ -489,7 +489,7 @@ def has_winning_motif(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     f = code_features(code)
     return any(r.test(f) for r in rules if r.name in WINNING_MOTIFS[task.strip().lower()])
 
-# %% ../nbs/07_families.ipynb #b8b68e55
+# %% ../nbs/07_families.ipynb #8fdf0a61
 def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                      ) -> str:
     "The ordered rules of `task` as a markdown table: #, rule, family, what it matches."
@@ -498,7 +498,7 @@ def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     return '\n'.join(['| # | rule | family | matches |', '|---|---|---|---|', *rows,
                       f'| {len(rows) + 1} | | `other` | anything else |'])
 
-# %% ../nbs/07_families.ipynb #a8371b52
+# %% ../nbs/07_families.ipynb #50574b23
 def family_entropy(labels: Sequence[str], # family labels, one per (correct) rollout
                   ) -> float:
     "Shannon entropy in bits of the label counts, -sum p log2 p; 0.0 for one family or none."
