@@ -39,6 +39,8 @@ def to_nb(text_path, nb_path):
             cur = {'md': bool(m['md']), 'tags': json.loads(m['tags']) if m['tags'] else None, 'lines': []}
         elif cur is not None: cur['lines'].append(line)
     if cur: cells.append(cur)
+    # keep the ids of an existing notebook, cell by cell in order, so that an edit shows as a small diff
+    old_ids = [c.get('id') for c in nbformat.read(nb_path, as_version=4).cells] if Path(nb_path).exists() else []
     nb = nbformat.v4.new_notebook()
     nb.metadata = {'kernelspec': KERNELSPEC}
     for c in cells:
@@ -49,6 +51,7 @@ def to_nb(text_path, nb_path):
             cell = nbformat.v4.new_markdown_cell(src)
         else: cell = nbformat.v4.new_code_cell('\n'.join(lines))
         if c['tags']: cell.metadata['tags'] = c['tags']
+        if len(nb.cells) < len(old_ids) and old_ids[len(nb.cells)]: cell['id'] = old_ids[len(nb.cells)]
         nb.cells.append(cell)
     nbformat.write(nb, nb_path)
 
