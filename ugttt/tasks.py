@@ -9,7 +9,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 import numpy as np
 
 # %% auto #0
@@ -530,5 +530,6 @@ def get_task(
     name: str,   # one of TASK_NAMES
 ) -> Task:
     "The Task called `name`; ValueError listing the valid names otherwise."
-    if name not in TASKS: raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
+    if not isinstance(name, str) or name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
     return TASKS[name]
