@@ -398,3 +398,15 @@ def test_entropy_properties(labels):
 def test_entropy_uniform_is_log2_k():
     for k in range(1, 9):
         assert family_entropy([str(i) for i in range(k)] * 3) == pytest.approx(math.log2(k), abs=1e-12)
+
+
+@pytest.mark.parametrize('code', ['h = np.exp(' * 5000, 'np.where(' * 5000, 'sqrt(' * 5000, 'a[b' * 20000,
+                                  '(2*n' * 20000, 'from a import b as c, ' * 5000, '[1,' * 20000],
+                         ids=['exp(', 'where(', 'sqrt(', 'a[b', '(2*n', 'imports', '[1,'])
+def test_pathological_input_is_fast(code):
+    # unclosed calls once made the argument scan quadratic (70 s for 55 kB); the paren table keeps it linear
+    import time
+    code_features.cache_clear()
+    t = time.perf_counter()
+    for task in RULES: label_family(task, code)
+    assert time.perf_counter() - t < 5.0

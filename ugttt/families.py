@@ -17,7 +17,7 @@ import re
 import tokenize
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Callable, Sequence
 
 # %% ../nbs/07_families.ipynb #d2b2804e
@@ -194,15 +194,21 @@ class CodeFeatures:
         "The regex matches the lower-case code tokens joined as in `code` (comments and strings excluded)."
         return re.search(pattern, self.code) is not None
 
+    @cached_property
+    def _closing(self) -> dict:
+        "Index of each '(' in `code` mapped to its matching ')' (one pass; unclosed ones are absent)."
+        close, stack = {}, []
+        for j, ch in enumerate(self.code):
+            if ch == '(': stack.append(j)
+            elif ch == ')' and stack: close[stack.pop()] = j
+        return close
+
     def call_args(self, *funcs: str) -> list[str]:
         "The argument text (as in `code`) of every call of a function named one of `funcs` (any module, or an alias of one)."
-        out, funcs = [], set(funcs) | {a for a, full in self.aliases if full.rsplit('.', 1)[-1] in funcs}
-        for m in re.finditer(rf'(?:^|[^\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, sorted(funcs)))})\(', self.code):
-            depth, j = 1, m.end()
-            while j < len(self.code) and depth:   # up to the matching ')'
-                depth += {'(': 1, ')': -1}.get(self.code[j], 0); j += 1
-            if depth == 0: out.append(self.code[m.end():j - 1])
-        return out
+        funcs = set(funcs) | {a for a, full in self.aliases if full.rsplit('.', 1)[-1] in funcs}
+        pattern = rf'(?:^|[^\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, sorted(funcs)))})\('
+        return [self.code[m.end():self._closing[m.end() - 1]] for m in re.finditer(pattern, self.code)
+                if m.end() - 1 in self._closing]
 
 # %% ../nbs/07_families.ipynb #86e9406b
 _STR_BODY = re.compile(r'^[rRbBuUfF]{0,2}(\'\'\'|"""|\'|")(.*?)(?:\1)?$', re.DOTALL)
