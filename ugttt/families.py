@@ -432,7 +432,7 @@ ERDOS_RULES = (
          lambda f: f.word('fourier', 'harmonic') or f.call('sin', 'cos')),
     Rule('bump_triangle', 'bump_triangle', 'the whole words triangular, triangle, tent (not content/potential/intent), or bump when the bump is not Gaussian',
          lambda f: f.word('triangular', 'triangle', 'tent') or (f.word('bump') and not _gaussian(f))),
-    Rule('gaussian_bump', 'gaussian_bump', 'gaussian, or a Gaussian exp(-(...)**2) / exp(-square(...)) in code', _gaussian),
+    Rule('gaussian_bump', 'gaussian_bump', 'a Gaussian exp(-(...)**2) / exp(-square(...)) / norm.pdf in code, or the word gaussian (not "gaussian noise")', _gaussian),
     Rule('step_function', 'step_function', 'an indicator init: step_function in an identifier, heaviside, np.where(x < c, 1, 0), h[:k] = 1, characteristic/indicator function', _step_function),
     Rule('piecewise', 'piecewise', 'piecewise (np.piecewise, "piecewise linear/constant")', lambda f: f.word('piecewise')),
     Rule('warm_start', 'warm_start', "initial_h_values (the injected parent, as a name or 'initial_h_values'), or warm start",
