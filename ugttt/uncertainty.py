@@ -18,22 +18,34 @@ __all__ = ['token_mutual_information', 'realised_token_diagnostics', 'EnsembleTo
            'chunked_token_logprobs', 'top_frac_count', 'top_frac_mean']
 
 # %% ../nbs/01_uncertainty.ipynb #f9a0aac7
-def _mi_from_logprobs_(
-    logp: Tensor, # (K, T, V) member log-probabilities (float32/64); OVERWRITTEN: used as scratch space
-) -> Tensor: # (T,) MI_t in nats
-    "BALD mutual information (paper Eq. 2) computed as mean_k KL(p_k || p_bar), reusing `logp` in place to save memory."
-    K = logp.shape[0]
-    m = logp.amax(0)                                   # (T, V) max over members
-    m = m.masked_fill_(torch.isneginf(m), 0.0)         # entry masked in every member: shift by 0, never by -inf
-    w = (logp - m).exp_()                              # (K, T, V) p_k / e^m in [0, 1]; exactly 1 at the max
-    log_pbar = w.sum(0).div_(K).log_().add_(m)         # (T, V) log of the mixture; == log p_k bit for bit if members agree
-    p = w.mul_(m.exp_())                               # (K, T, V) p_k, in the same buffer
-    zero_mass = torch.isneginf(logp)                   # (K, T, V) p_k = 0: the term is 0 log 0 = 0
-    diff = logp.sub_(log_pbar).masked_fill_(zero_mass, 0.0)   # (K, T, V) log p_k - log p_bar
-    kl = p.mul_(diff).sum(-1)                          # (K, T) KL(p_k || p_bar) >= 0 up to rounding
-    return kl.mean(0).clamp_min_(0.0)                  # clamp: rounding must not flip the sign of the bonus
+def _log_softmax_(
+    x: Tensor, # (..., V) logits, float32/64; OVERWRITTEN with the log-probabilities
+    scratch: Tensor, # same shape and dtype as x; receives exp(x - max), its content is discarded
+) -> Tensor: # (..., 1) the row maxima of the logits: finite iff the row is a valid distribution
+    "In-place log-softmax over the last dim, x - max - log(sum(exp(x - max))), using `scratch` instead of new (K, T, V) temporaries."
+    rowmax = x.amax(-1, keepdim=True)                  # (..., 1) NaN / +inf / -inf (all masked) flag a bad row
+    x.sub_(rowmax)                                     # <= 0, exactly 0 at the argmax
+    torch.exp(x, out=scratch)
+    x.sub_(scratch.sum(-1, keepdim=True).log_())
+    return rowmax
 
-# %% ../nbs/01_uncertainty.ipynb #dbad0a78
+# %% ../nbs/01_uncertainty.ipynb #2b641c15
+def _mi_from_logprobs_(
+    logp: Tensor, # (K, T, V) valid member log-probabilities (float32/64); OVERWRITTEN with log p_k - log p_bar
+    scratch: Tensor | None = None, # same shape and dtype as logp, content discarded; allocated when None
+) -> Tensor: # (T,) MI_t in nats
+    "BALD mutual information (paper Eq. 2) computed as mean_k KL(p_k || p_bar), in place on `logp` and `scratch`."
+    K = logp.shape[0]
+    w = torch.empty_like(logp) if scratch is None else scratch   # (K, T, V)
+    m = logp.amax(0).nan_to_num_(neginf=0.0)           # (T, V) max over members; an entry masked in every member is shifted by 0, not -inf
+    torch.sub(logp, m, out=w).exp_()                   # (K, T, V) p_k / e^m in [0, 1]; exactly 1 at the max
+    log_pbar = w.sum(0).div_(K).log_().add_(m)         # (T, V) log of the mixture; == log p_k bit for bit if members agree
+    p = w.mul_(m.exp_())                               # (K, T, V) p_k
+    diff = logp.sub_(log_pbar)                         # (K, T, V) log p_k - log p_bar; exactly 0 if members agree
+    terms = p.mul_(diff).nan_to_num_(nan=0.0)          # (K, T, V) NaN only where p_k = 0: 0 log 0 = 0
+    return terms.sum(-1).mean(0).clamp_min_(0.0)       # mean_k KL(p_k || p_bar); clamp: rounding must not flip the bonus's sign
+
+# %% ../nbs/01_uncertainty.ipynb #853c84b6
 def token_mutual_information(
     logits: Tensor, # (K, T, V) member logits, any float dtype; -inf marks a masked vocabulary entry
 ) -> Tensor: # (T,) MI_t in nats; float32 (float64 for float64 logits)
@@ -45,16 +57,17 @@ def token_mutual_information(
     if K < 1: raise ValueError("logits need at least one ensemble member (K >= 1), got K = 0")
     if V < 1: raise ValueError("logits need a non-empty vocabulary (V >= 1), got V = 0")
     with torch.no_grad():
-        x = logits.to(torch.float64 if logits.dtype == torch.float64 else torch.float32)   # (K, T, V)
-        lse = torch.logsumexp(x, -1, keepdim=True)                                      # (K, T, 1)
-        if not torch.isfinite(lse).all():
-            if torch.isnan(x).any(): raise ValueError("logits contain NaN")
-            if torch.isposinf(x).any(): raise ValueError("logits contain +inf")
-            k, t = [int(i) for i in torch.nonzero(~torch.isfinite(lse[..., 0]))[0]]
+        logp = logits.to(torch.float64 if logits.dtype == torch.float64 else torch.float32, copy=True)   # (K, T, V) own copy
+        scratch = torch.empty_like(logp)                                                              # (K, T, V)
+        rowmax = _log_softmax_(logp, scratch)                                                         # (K, T, 1)
+        if not torch.isfinite(rowmax).all():
+            if torch.isnan(logits).any(): raise ValueError("logits contain NaN")
+            if torch.isposinf(logits).any(): raise ValueError("logits contain +inf")
+            k, t = [int(i) for i in torch.nonzero(~torch.isfinite(rowmax[..., 0]))[0]]
             raise ValueError(f"member {k} has -inf logits at every vocabulary entry at position {t}: no distribution")
-        return _mi_from_logprobs_(x - lse)
+        return _mi_from_logprobs_(logp, scratch)
 
-# %% ../nbs/01_uncertainty.ipynb #d39694a7
+# %% ../nbs/01_uncertainty.ipynb #a2d5e91b
 def realised_token_diagnostics(
     token_logprobs: Tensor, # (K, T) log p_k of the realised token, per member
 ) -> tuple[Tensor, Tensor, Tensor]: # (T,) each: predictive entropy, Jensen-gap RMI, variance across members
@@ -74,7 +87,7 @@ def realised_token_diagnostics(
         variance = d.var(0, correction=1) if K > 1 and d.shape[1] else torch.zeros_like(log_mean)   # (T,) unbiased; shift-invariant
     return predictive_entropy, rmi, variance
 
-# %% ../nbs/01_uncertainty.ipynb #218aff31
+# %% ../nbs/01_uncertainty.ipynb #1a9ebc35
 def _check_lm_head_inputs(
     hidden: Tensor, # (K, T, D) or (T, D) hidden states
     weight: Tensor, # (V, D) LM-head weight
@@ -112,7 +125,7 @@ def _check_lm_head_inputs(
         t = int(torch.nonzero(bad)[0])
         raise ValueError(f"token id {int(tokens[t])} at position {t} is outside the vocabulary [0, {weight.shape[0]})")
 
-# %% ../nbs/01_uncertainty.ipynb #1a9ebc35
+# %% ../nbs/01_uncertainty.ipynb #4f673165
 @dataclass
 class EnsembleTokenScores:
     "Per-token scores of one sequence under K ensemble members: realised-token log-probs, MI (Eq. 2), spec §7.1 diagnostics."
@@ -122,12 +135,12 @@ class EnsembleTokenScores:
     rmi: Tensor                 # (T,) Jensen gap at the realised token: logsumexp_k l_k - log K - mean_k l_k
     variance: Tensor            # (T,) unbiased variance of l_k across members (0 when K = 1)
 
-# %% ../nbs/01_uncertainty.ipynb #4f673165
+# %% ../nbs/01_uncertainty.ipynb #9e53b219
 def ensemble_token_scores(
     hidden: Tensor, # (K, T, D) final hidden states of the K members; hidden[:, t] predicts tokens[t]
     weight: Tensor, # (V, D) LM-head weight, same dtype as hidden
     tokens: Tensor, # (T,) realised token ids in [0, V)
-    chunk_size: int = 256, # positions per LM-head call: extra memory ~ 2.25 * 4 * K * chunk_size * V bytes
+    chunk_size: int = 256, # positions per LM-head call: extra memory ~ (2 + 2/K) * 4 * K * chunk_size * V bytes
     bias: Tensor | None = None, # (V,) optional LM-head bias
 ) -> EnsembleTokenScores:
     "Realised-token log-probs, MI (Eq. 2) and diagnostics with the LM head applied chunk_size positions at a time; naive equivalent: `lp = F.linear(hidden, weight, bias).float().log_softmax(-1); lp.gather(-1, tokens.expand(K, -1)[..., None])[..., 0], token_mutual_information(F.linear(hidden, weight, bias))`."
@@ -135,26 +148,32 @@ def ensemble_token_scores(
     K, T, _ = hidden.shape
     cdt = torch.float64 if hidden.dtype == torch.float64 else torch.float32
     tokens = tokens.long()
-    token_logprobs = torch.empty(K, T, dtype=cdt, device=hidden.device)   # (K, T)
-    token_mi = torch.empty(T, dtype=cdt, device=hidden.device)            # (T,)
+    V, dev = weight.shape[0], hidden.device
+    token_logprobs = torch.empty(K, T, dtype=cdt, device=dev)             # (K, T)
+    token_mi = torch.empty(T, dtype=cdt, device=dev)                      # (T,)
+    size = K * min(chunk_size, T) * V
+    buf_logp, buf_scratch = torch.empty(size, dtype=cdt, device=dev), torch.empty(size, dtype=cdt, device=dev)   # reused by every chunk
     with torch.no_grad():                                                 # scoring only: MI is a constant bonus
         for s in range(0, T, chunk_size):
             e = min(s + chunk_size, T)
-            logits = F.linear(hidden[:, s:e], weight, bias).to(cdt)       # (K, c, V): the only O(V) buffers live now
-            lse = torch.logsumexp(logits, -1, keepdim=True)               # (K, c, 1)
-            if not torch.isfinite(lse).all():
+            logp = buf_logp[:K * (e - s) * V].view(K, e - s, V)           # (K, c, V)
+            scratch = buf_scratch[:K * (e - s) * V].view(K, e - s, V)     # (K, c, V)
+            if hidden.dtype == cdt:                                       # the LM head, written straight into the buffer
+                torch.matmul(hidden[:, s:e], weight.T, out=logp)
+                if bias is not None: logp.add_(bias)
+            else: logp.copy_(F.linear(hidden[:, s:e], weight, bias))      # bf16/fp16 head, upcast to float32
+            if not torch.isfinite(_log_softmax_(logp, scratch)).all():
                 raise ValueError(f"the LM head gives NaN/+inf logits (or a row of only -inf) in positions [{s}, {e})")
-            logp = logits.sub_(lse)                                        # (K, c, V) log-softmax, in place
             ell = logp.gather(-1, tokens[s:e].expand(K, -1).unsqueeze(-1)).squeeze(-1)   # (K, c)
             if not torch.isfinite(ell).all():
                 raise ValueError(f"a realised token in positions [{s}, {e}) has probability 0 (-inf logit) under some member")
             token_logprobs[:, s:e] = ell
-            token_mi[s:e] = _mi_from_logprobs_(logp)                      # consumes logp
-            del logits, logp, lse
+            token_mi[s:e] = _mi_from_logprobs_(logp, scratch)             # consumes logp
+        del buf_logp, buf_scratch
         predictive_entropy, rmi, variance = realised_token_diagnostics(token_logprobs)
     return EnsembleTokenScores(token_logprobs, token_mi, predictive_entropy, rmi, variance)
 
-# %% ../nbs/01_uncertainty.ipynb #01ae9991
+# %% ../nbs/01_uncertainty.ipynb #7e4c8a36
 def _chunk_token_logprobs(
     hidden: Tensor, # (c, D) hidden states of one chunk
     weight: Tensor, # (V, D) LM-head weight
@@ -166,7 +185,7 @@ def _chunk_token_logprobs(
     logits = F.linear(hidden, weight, bias).to(dtype)                           # (c, V)
     return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
 
-# %% ../nbs/01_uncertainty.ipynb #65475ffb
+# %% ../nbs/01_uncertainty.ipynb #ccc9d0a8
 def chunked_token_logprobs(
     hidden: Tensor, # (T, D) final hidden states of one member; hidden[t] predicts tokens[t]
     weight: Tensor, # (V, D) LM-head weight, same dtype as hidden
@@ -190,7 +209,7 @@ def chunked_token_logprobs(
         raise ValueError("non-finite log-probs: the LM head gives NaN/inf logits, or a realised token has a -inf logit")
     return out
 
-# %% ../nbs/01_uncertainty.ipynb #ccc9d0a8
+# %% ../nbs/01_uncertainty.ipynb #36120f43
 def top_frac_count(
     n: int, # number of candidate positions, >= 0
     frac: float | Fraction = 0.07, # fraction in (0, 1]; a float is read as the decimal it is written as
@@ -204,7 +223,7 @@ def top_frac_count(
     q = frac if isinstance(frac, Fraction) else Fraction(repr(float(frac)))           # 0.07 -> 7/100 exactly
     return -(-int(n) * q.numerator // q.denominator)                     # ceil of a rational, integers only
 
-# %% ../nbs/01_uncertainty.ipynb #bbc3a1a9
+# %% ../nbs/01_uncertainty.ipynb #3004c692
 def top_frac_mean(
     values: Tensor, # (T,) or (B, T) per-position values, e.g. token_mi
     frac: float | Fraction = 0.07, # fraction of the n masked-in positions to average (paper: 7%)
