@@ -156,39 +156,40 @@ def _recv_msg(
 
 # %% ../nbs/06_sandbox.ipynb #d0a66be8
 def _child_main(
-    job: dict,    # source, entry, budget_s, memory_mb, max_result_bytes, fsize_bytes, nproc
-    fds: list,    # write ends of the stdout, stderr and result pipes
-    jobdir: str,  # the program's private, empty work directory
-    cfg: dict,    # the zygote's configuration (ctl_fd, ...)
+    jsock: socket.socket, # private socket on which the zygote hands over one job and its three pipes
+    jobdir: str,          # the program's private, empty work directory
+    cfg: dict,            # the zygote's configuration (ctl_fd, ...)
 ) -> None:
-    "Forked per program: confine this process, run `source` as module `program`, call `entry()`, reply in JSON; never returns."
-    out_fd, err_fd, res_fd = fds
-    msg = {'ok': False, 'error': 'the sandbox child failed before running the program'}
+    "Forked spare: confine this process, wait for a job, run `source` as module `program`, call `entry()`, reply in JSON; never returns."
+    msg, job, res_fd = {'ok': False, 'error': 'the sandbox child failed before running the program'}, {}, None
     try:
         import ctypes, io, resource, traceback, types      # already loaded by the zygote: no file access here
+        os.close(cfg['ctl_fd'])                                   # the program must not reach the zygote
         os.setsid()
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM, signal.SIGHUP): signal.signal(s, signal.SIG_DFL)
-        os.close(cfg['ctl_fd'])                                   # the program must not reach the zygote
-        nul = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(nul, 0); os.dup2(out_fd, 1); os.dup2(err_fd, 2)
-        for fd in (nul, out_fd, err_fd): os.close(fd)
-        mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding='utf-8', errors='backslashreplace', line_buffering=True)
-        sys.stdout, sys.stderr = mk(1), mk(2)
-        sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)                    # PR_SET_PDEATHSIG: die with the zygote
+        libc.prctl(4, 1, 0, 0, 0)                                 # PR_SET_DUMPABLE: normal /proc/self for the program itself
+        nul = os.open(os.devnull, os.O_RDONLY); os.dup2(nul, 0); os.close(nul)
         sys.stdin = sys.__stdin__ = open(0, closefd=False)
         os.chdir(jobdir); os.umask(0o077)
         os.environ.update(HOME=jobdir, TMPDIR=jobdir)
         tempfile.tempdir = jobdir
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)                    # PR_SET_PDEATHSIG: die with the zygote
-        libc.prctl(4, 1, 0, 0, 0)                                 # PR_SET_DUMPABLE: normal /proc/self for the program itself
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if 'numpy' in sys.modules: sys.modules['numpy'].random.seed()
+        job, fds = _recv_msg(jsock, maxfds=3)                     # wait here until the zygote hands over a program
+        if job is None: os._exit(0)
+        jsock.close()
+        out_fd, err_fd, res_fd = fds
+        os.dup2(out_fd, 1); os.dup2(err_fd, 2); os.close(out_fd); os.close(err_fd)
+        mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding='utf-8', errors='backslashreplace', line_buffering=True)
+        sys.stdout, sys.stderr = mk(1), mk(2)
+        sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
         vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))
         lim = vm + job['memory_mb'] * 2**20                       # what numpy/scipy already mapped + the budget
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (job['fsize_bytes'], job['fsize_bytes']))
         if job.get('nproc'): resource.setrlimit(resource.RLIMIT_NPROC, (job['nproc'], job['nproc']))
-        if 'numpy' in sys.modules: sys.modules['numpy'].random.seed()
         src, entry = job['source'], job['entry']
         with open('program.py', 'w', encoding='utf-8', errors='surrogatepass') as f: f.write(src)   # for tracebacks
         mod = types.ModuleType('program'); mod.__file__ = os.path.join(jobdir, 'program.py')
@@ -220,12 +221,13 @@ def _child_main(
             msg = {'ok': False, 'error': f'exception: {describe(e)}'}
             try: traceback.print_exc()
             except BaseException: pass
+    if res_fd is None: os._exit(71)
     try:
+        cap = job.get('max_result_bytes', 2**20)
         try: data = json.dumps(msg, allow_nan=True).encode()
         except (ValueError, TypeError, RecursionError, MemoryError) as e:
             data = json.dumps({'ok': False, 'error': f'return value could not be encoded: {type(e).__name__}: {str(e)[:300]}'}).encode()
-        if len(data) > job['max_result_bytes']:
-            data = json.dumps({'ok': False, 'error': f"result too large: {len(data)} bytes > max_result_bytes={job['max_result_bytes']}"}).encode()
+        if len(data) > cap: data = json.dumps({'ok': False, 'error': f'result too large: {len(data)} bytes > max_result_bytes={cap}'}).encode()
         view = memoryview(data)
         while view: view = view[os.write(res_fd, view):]
     except BaseException: pass
@@ -305,20 +307,35 @@ def _wipe(
     return clean
 
 # %% ../nbs/06_sandbox.ipynb #822308ef
+def _fork_spare(
+    cfg: dict, # the zygote's configuration
+) -> tuple:
+    "Fork a child that confines itself and waits for a job: (pid, socket to hand it the job, its work directory)."
+    jobdir = tempfile.mkdtemp(prefix='job-', dir=cfg['workroot'])
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        try: mine.close(); _child_main(theirs, jobdir, cfg)
+        finally: os._exit(70)
+    theirs.close()
+    return pid, mine, jobdir
+
+# %% ../nbs/06_sandbox.ipynb #580b8700
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
     job: dict,
     fds: list,           # pipe write ends for the child
     cfg: dict,
+    spare: tuple,        # (pid, socket, jobdir) from _fork_spare
 ) -> dict:
-    "Fork one child for `job`, enforce its wall-clock budget, clean up after it and return the report."
-    jobdir = tempfile.mkdtemp(prefix='job-', dir=cfg['workroot'])
+    "Hand `job` to the spare child, enforce its wall-clock budget, clean up after it and return the report."
+    pid, jsock, jobdir = spare
     t0 = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        try: _child_main(job, fds, jobdir, cfg)
-        finally: os._exit(70)
-    for fd in fds: os.close(fd)
+    try: _send_msg(jsock, job, fds=fds)
+    except OSError: pass                                        # the spare died: reported below as its exit status
+    finally:
+        jsock.close()
+        for fd in fds: os.close(fd)
     deadline, timed_out, caller_gone = t0 + job['budget_s'], False, False
     try: pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError): pidfd = None
@@ -348,7 +365,7 @@ def _zygote_job(
             'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             'elapsed': elapsed, 'tainted': not clean}
 
-# %% ../nbs/06_sandbox.ipynb #e9fce7e8
+# %% ../nbs/06_sandbox.ipynb #38ef37bf
 def _zygote_main(
     cfg: dict, # ctl_fd, drop_to, pidns, workroot, wipe, preload, extra_path
 ) -> None:
@@ -376,16 +393,18 @@ def _zygote_main(
     except BaseException as e:
         try: _send_msg(sock, {'ready': False, 'error': f'{type(e).__name__}: {e}', 'traceback': traceback.format_exc()})
         finally: os._exit(1)
-    while True:
-        try:
+    try:
+        spare = _fork_spare(cfg)
+        while True:
             job, fds = _recv_msg(sock, maxfds=3)
             if job is None: os._exit(0)
             if len(fds) != 3: raise RuntimeError(f'job arrived with {len(fds)} descriptors instead of 3')
-            _send_msg(sock, _zygote_job(sock, job, fds, cfg))
-        except BaseException:
-            os._exit(2)
+            _send_msg(sock, _zygote_job(sock, job, fds, cfg, spare))
+            spare = _fork_spare(cfg)                      # off the critical path: the caller is reading the result
+    except BaseException:
+        os._exit(2)
 
-# %% ../nbs/06_sandbox.ipynb #2c00faab
+# %% ../nbs/06_sandbox.ipynb #b92335b5
 def _cgroup_bases() -> dict:
     "Where this process may create per-worker cgroups: {'pids': dir, 'memory': dir}, v1 or v2; {} if nowhere."
     found = {}                                         # controller -> (base dir, is_v2)
@@ -426,7 +445,7 @@ def _cgroup_bases() -> dict:
         except OSError: pass
     return out
 
-# %% ../nbs/06_sandbox.ipynb #0f8842ac
+# %% ../nbs/06_sandbox.ipynb #e1f0e046
 class _WorkerCgroups:
     "The pids and memory cgroups of one worker: create with limits, wrap its command, kill everything, remove."
     def __init__(self, bases: dict, name: str, pids_max: int, memory_bytes: int):
@@ -500,7 +519,7 @@ class _WorkerCgroups:
                 except OSError: time.sleep(0.01)
         self.dirs = []
 
-# %% ../nbs/06_sandbox.ipynb #75d245d5
+# %% ../nbs/06_sandbox.ipynb #558fade2
 _ETC = ('ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'passwd', 'group', 'nsswitch.conf', 'hosts',
         'alternatives', 'mime.types', 'os-release')
 _THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_NUM_THREADS',
@@ -519,7 +538,7 @@ def _python_dirs() -> list:
         out.append(p)
     return out
 
-# %% ../nbs/06_sandbox.ipynb #558fade2
+# %% ../nbs/06_sandbox.ipynb #74488b48
 def sandbox_command(
     mode: str,          # 'bwrap', 'netns' or 'limits'
     cpus: int,          # thread caps for BLAS/OpenMP
@@ -543,6 +562,7 @@ def sandbox_command(
     for d in ('/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'):
         if os.path.islink(d): a += ['--symlink', os.readlink(d), d]
         elif os.path.isdir(d): a += ['--ro-bind', d, d]
+    a += ['--perms', '0755', '--dir', '/etc']                # bwrap would make it 0700: unreadable after the drop
     for f in _ETC: a += ['--ro-bind-try', f'/etc/{f}', f'/etc/{f}']
     made = set()
     for p in _python_dirs():
@@ -556,7 +576,7 @@ def sandbox_command(
     for k, v in env.items(): a += ['--setenv', k, v]
     return a + ['--'] + py, env
 
-# %% ../nbs/06_sandbox.ipynb #1e212e6d
+# %% ../nbs/06_sandbox.ipynb #f1227949
 _PROBES: dict = {}
 _WARNED: set = set()
 
@@ -589,11 +609,11 @@ def detect_isolation(
                       'Install the Debian package `bubblewrap` (make system-deps).', RuntimeWarning, stacklevel=2)
     return mode
 
-# %% ../nbs/06_sandbox.ipynb #92244f39
+# %% ../nbs/06_sandbox.ipynb #93be60cb
 class _WorkerLost(Exception):
     "The worker died before the program started: the caller retries on a fresh worker."
 
-# %% ../nbs/06_sandbox.ipynb #93be60cb
+# %% ../nbs/06_sandbox.ipynb #bc6ba597
 class _Worker:
     "One warm zygote in its isolation: runs one program at a time; `dead` once killed."
     GRACE_S = 1.5
@@ -715,7 +735,7 @@ class _Worker:
             except subprocess.TimeoutExpired: pass
         if self.cg is not None: self.cg.destroy()
 
-# %% ../nbs/06_sandbox.ipynb #bc6ba597
+# %% ../nbs/06_sandbox.ipynb #db0288d5
 def _check_budget(budget_s) -> float:
     "A wall-clock budget in seconds: a finite number > 0."
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)):
@@ -723,7 +743,7 @@ def _check_budget(budget_s) -> float:
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
 
-# %% ../nbs/06_sandbox.ipynb #14005926
+# %% ../nbs/06_sandbox.ipynb #d1ab9e2b
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 
@@ -848,6 +868,23 @@ class Sandbox:
         with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as ex:
             return list(ex.map(lambda j: self.run(j[0], j[1], budget_s), jobs))
 
+    def warm(self, timeout_s: float = 120.0) -> 'Sandbox':
+        "Block until all `workers` zygotes are started and idle (RuntimeError if one cannot start)."
+        end = time.monotonic() + timeout_s
+        self._replenish()
+        with self._cond:
+            while len(self._idle) < self.workers:
+                if self._closed: raise RuntimeError('this Sandbox is closed')
+                if self._start_error is not None and self._starting == 0:
+                    err, self._start_error = self._start_error, None
+                    raise RuntimeError(str(err)) from err
+                if len(self._all) + self._starting < self.workers:
+                    self._starting += 1
+                    threading.Thread(target=self._start_worker, daemon=True).start()
+                if time.monotonic() > end: raise TimeoutError(f'sandbox workers not ready after {timeout_s} s')
+                self._cond.wait(timeout=0.5)
+        return self
+
     def worker_pids(self) -> list:
         "Host pids of the live workers' top processes (for tests and monitoring)."
         with self._cond: return [w.proc.pid for w in self._all if w.proc is not None and not w.dead]
@@ -870,7 +907,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #a44e49f4
+# %% ../nbs/06_sandbox.ipynb #724e8d17
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 
@@ -882,5 +919,5 @@ def default_sandbox() -> Sandbox:
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
-# %% ../nbs/06_sandbox.ipynb #eb0cb998
+# %% ../nbs/06_sandbox.ipynb #02df198d
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))

@@ -1,0 +1,237 @@
+"""Hostile programs against ugttt.sandbox: each must end in a failed RunResult with a clear reason, within its budget
+plus 2 s, while the caller keeps running; afterwards no process of the sandbox is left and no file outside the
+sandbox changed. Cases about *scoring* (NaN, wrong types, forged values) check here that only plain data crosses
+back; the score-level verdicts live in the tasks tests."""
+import math, os, re, socket, stat, subprocess, sys, time, uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ugttt.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+MARK = f'ugttt_adv_{uuid.uuid4().hex[:10]}'        # every file a hostile program tries to create carries this name
+HOME = Path(os.path.expanduser('~'))
+BUDGET = 1.0
+MAX_OUT = 2000
+MAX_RESULT = 2**20
+
+# (name, source, expected error (regex, matched from the start), budget)
+CASES = [
+    ('infinite_loop', 'def run():\n    while True: pass', r'timeout: exceeded 1 s budget$', BUDGET),
+    ('sleep_past_budget', 'import time\ndef run():\n    time.sleep(1000)', r'timeout', BUDGET),
+    ('catch_sigterm_sigalrm', 'import signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP):\n'
+     '    signal.signal(s, lambda *a: None)\nsignal.setitimer(signal.ITIMER_REAL, 0.1, 0.1)\n'
+     'def run():\n    while True: pass', r'timeout', BUDGET),
+    ('fork_bomb', 'import os\ndef run():\n    while True:\n        try: os.fork()\n        except OSError: pass',
+     r'timeout', BUDGET),
+    ('fork_bomb_children_loop', 'import os\ndef run():\n    for _ in range(10000):\n        try:\n            if os.fork() == 0:\n'
+     '                while True: pass\n        except OSError: pass\n    while True: pass', r'timeout', BUDGET),
+    ('daemon_escape', 'import os, time\ndef run():\n    if os.fork() == 0:\n        os.setsid()\n        if os.fork() == 0:\n'
+     '            while True: time.sleep(0.01)\n        os._exit(0)\n    time.sleep(1000)', r'timeout', BUDGET),
+    ('memory_bomb_list', 'def run():\n    x = []\n    while True: x.append(bytearray(10**7))', r'memory limit \(256 MB\) exceeded', 5.0),
+    ('memory_bomb_numpy', 'import numpy as np\ndef run():\n    return np.ones((10**5, 10**5)).sum()', r'memory limit \(256 MB\) exceeded', BUDGET),
+    ('memory_bomb_mmap', 'import mmap\ndef run():\n    m = mmap.mmap(-1, 8 * 2**30)\n    m[:] = b"x" * len(m)', r'exception: OSError|memory limit', BUDGET),
+    ('deep_recursion', 'def f(n): return f(n + 1)\ndef run(): return f(0)', r'exception: RecursionError', BUDGET),
+    ('c_stack_overflow', 'import sys\nsys.setrecursionlimit(10**8)\ndef run():\n    x = []\n    for _ in range(10**6): x = [x]\n    return repr(x)',
+     r'crashed: killed by signal SIGSEGV$', 5.0),
+    ('segfault_ctypes', 'import ctypes\ndef run(): return ctypes.string_at(0)', r'crashed: killed by signal SIGSEGV$', BUDGET),
+    ('abort', 'import os\ndef run(): os.abort()', r'crashed: killed by signal SIGABRT$', BUDGET),
+    ('kill_self', 'import os, signal\ndef run(): os.kill(os.getpid(), signal.SIGKILL)', r'crashed: killed by signal SIGKILL$', BUDGET),
+    ('os_exit_0', 'import os\ndef run(): os._exit(0)', r'exited with status 0 before returning a result', BUDGET),
+    ('os_exit_3_at_import', 'import os\nos._exit(3)\ndef run(): return 1', r'exited with status 3 before returning a result$', BUDGET),
+    ('sys_exit_0', 'import sys\ndef run(): sys.exit(0)', r'the program called sys.exit\(0\)$', BUDGET),
+    ('sys_exit_in_finally', "def run():\n    try: return 1\n    finally: raise SystemExit('bye')", r"the program called sys.exit\('bye'\)$", BUDGET),
+    ('kill_the_zygote', 'import os, signal\ndef run():\n    os.kill(os.getppid(), signal.SIGKILL)\n    while True: pass',
+     r'sandbox worker lost|timeout', BUDGET),
+    ('kill_everything', 'import os, signal\ndef run(): os.kill(-1, signal.SIGKILL)', r'sandbox worker lost|crashed: killed by signal SIGKILL', BUDGET),
+    ('threads_left_running', 'import threading, time\ndef spin():\n    while True: print("spin")\n'
+     'def run():\n    for _ in range(4): threading.Thread(target=spin).start()\n    time.sleep(0.05)\n    raise RuntimeError("left threads behind")',
+     r'exception: RuntimeError: left threads behind$', BUDGET),
+    ('huge_stdout', 'import sys\ndef run():\n    while True: sys.stdout.write("x" * 65536)', r'timeout', BUDGET),
+    ('write_package_dir', f"def run():\n    open({str(ROOT / 'ugttt' / (MARK + '.py'))!r}, 'w').write('evil = 1')",
+     r'exception: (FileNotFoundError|PermissionError|OSError)', BUDGET),
+    ('write_run_dir', f"def run():\n    open({str(Path.cwd() / MARK)!r}, 'w').write('x')", r'exception: (FileNotFoundError|PermissionError|OSError)', BUDGET),
+    ('write_home', f"import os\ndef run():\n    open(os.path.join({str(HOME)!r}, {MARK!r}), 'w').write('x')",
+     r'exception: (FileNotFoundError|PermissionError|OSError)', BUDGET),
+    ('write_venv', f"import numpy, os\ndef run():\n    open(os.path.join(os.path.dirname(numpy.__file__), {MARK!r}), 'w').write('x')",
+     r'exception: OSError: \[Errno 30\] Read-only file system', BUDGET),
+    ('write_proc_sys', "def run():\n    open('/proc/sys/vm/drop_caches', 'w').write('3')", r'exception: (PermissionError|OSError)', BUDGET),
+    ('read_shadow', "def run(): return open('/etc/shadow').read()", r'exception: FileNotFoundError', BUDGET),
+    ('read_ssh_keys', f"import os\ndef run(): return os.listdir(os.path.join({str(HOME)!r}, '.ssh'))", r'exception: (FileNotFoundError|PermissionError)', BUDGET),
+    ('read_repo', f"def run(): return open({str(ROOT / 'README.md')!r}).read()", r'exception: (FileNotFoundError|PermissionError)', BUDGET),
+    ('read_zygote_memory', "import os\ndef run(): return open(f'/proc/{os.getppid()}/mem', 'rb').read(16)", r'exception: PermissionError', BUDGET),
+    ('network_external', "import socket\ndef run(): socket.create_connection(('1.1.1.1', 80), timeout=5)", r'exception: OSError: \[Errno 101\]', BUDGET),
+    ('network_dns', "import socket\ndef run(): return socket.getaddrinfo('example.com', 80)", r'exception: (socket.)?gaierror|exception: OSError', BUDGET),
+    ('subprocess_detached_then_exit', "import subprocess, os\ndef run():\n    subprocess.Popen(['sleep', '1000'], start_new_session=True)\n    os._exit(0)",
+     r'exited with status 0 before returning a result', BUDGET),
+    ('exec_replaces_program', "import os\ndef run(): os.execv('/bin/sh', ['sh', '-c', 'sleep 1000'])", r'timeout', BUDGET),
+    ('forge_reply_json', 'import json\njson.dumps = lambda *a, **k: \'{"ok": true, "value": \'\ndef run(): return 1', r'malformed result', BUDGET),
+    ('forge_reply_fd', 'import os\ndef run():\n    for fd in range(3, 64):\n        try: os.write(fd, b"{\\"ok\\": true, \\"value\\": [1e308")\n'
+     '        except OSError: pass\n    os._exit(0)', r'malformed result', BUDGET),
+    ('setuid_root', 'import os\ndef run(): os.setuid(0)', r'exception: PermissionError', BUDGET),
+    ('fill_tmp', "def run():\n    with open('/tmp/fill', 'wb') as f:\n        while True: f.write(b'x' * 2**20)", r'exception: OSError', 5.0),
+    ('wrong_entry_name', 'def solve(): return 1', r"entry point 'run' is not defined$", BUDGET),
+    ('entry_not_callable', 'run = 5', r"entry point 'run' is not callable$", BUDGET),
+    ('syntax_error', 'def run(:\n    return 1', r'exception: SyntaxError', BUDGET),
+    ('lying_object', 'class Liar:\n    def __len__(self): return 26\n    def __iter__(self): return iter([0.5] * 26)\n'
+     '    def __float__(self): return 1e9\n    def __array__(self, *a, **k): raise RuntimeError\ndef run(): return Liar()',
+     r'return value is not plain data: TypeError: return value contains a program.Liar', BUDGET),
+    ('lying_class_attribute', 'class F:\n    __class__ = property(lambda self: float)\n    def __float__(self): return 3.0\ndef run(): return [F()]',
+     r'return value is not plain data', BUDGET),
+    ('object_ndarray', 'import numpy as np\ndef run(): return np.array([1, {"a": 1}], dtype=object)', r'return value is not plain data: TypeError: ndarray of dtype object', BUDGET),
+    ('complex_values', 'def run(): return [1 + 2j]', r'return value is not plain data', BUDGET),
+    ('enormous_array', 'import numpy as np\ndef run(): return np.zeros(10**6)', r'return value is not plain data: ValueError: ndarray of 1000000 elements', BUDGET),
+    ('enormous_nested_lists', 'def run(): return [[0.123456789] * 1000 for _ in range(1000)]', r'result too large', BUDGET),
+    ('deeply_nested', 'def run():\n    x = []\n    for _ in range(10000): x = [x]\n    return x', r'return value is not plain data: ValueError: .*nested', BUDGET),
+    ('huge_int', 'def run(): return 10 ** 100000', r'return value could not be encoded', BUDGET),
+    ('non_str_keys', 'def run(): return {(1, 2): 3}', r'return value is not plain data: TypeError: dict key', BUDGET),
+]
+
+
+def _cgroup_members(tag: str) -> list:
+    "Pids whose cgroup path contains `tag` (our workers' groups are named w<our pid>-...)."
+    out = []
+    for d in os.listdir('/proc'):
+        if not d.isdigit(): continue
+        try:
+            if tag in Path(f'/proc/{d}/cgroup').read_text(): out.append(int(d))
+        except OSError: pass
+    return out
+
+
+def _files_by_sandbox_uid(roots: list, since: float) -> list:
+    "Files under `roots` created or changed since `since` by the sandbox's uid (65534) or named with MARK."
+    hits = []
+    for r in roots:
+        for dirpath, dirnames, filenames in os.walk(r):
+            dirnames[:] = [d for d in dirnames if d not in ('.git', '.venv', '.pyenv', '.cache', 'proc', 'sys', 'node_modules')]
+            for n in dirnames + filenames:
+                p = os.path.join(dirpath, n)
+                try: st = os.lstat(p)
+                except OSError: continue
+                if MARK in n or (st.st_uid == 65534 and st.st_mtime >= since): hits.append(p)
+            if dirpath.count(os.sep) - str(r).count(os.sep) >= 3: dirnames[:] = []
+    return hits
+
+
+@pytest.fixture(scope='module')
+def sb():
+    t_start = time.time()
+    s = Sandbox(workers=2, budget_s=BUDGET, memory_mb=256, max_output_chars=MAX_OUT, max_result_bytes=MAX_RESULT, tmp_mb=64)
+    s.warm()
+    yield s
+    s.close()
+    # nothing of the sandbox left running: no task in our groups, no zygote among our descendants
+    time.sleep(0.2)
+    if s._cg_bases: assert _cgroup_members(f'/w{os.getpid()}-') == []
+    kids = subprocess.run(['ps', '-o', 'pid=,args=', '--ppid', str(os.getpid())], capture_output=True, text=True).stdout
+    assert '--ugttt-zygote' not in kids and 'bwrap' not in kids, kids
+    # nothing written outside the sandbox's directories: the repo, $HOME, the host /tmp and our cwd
+    hits = _files_by_sandbox_uid([ROOT, HOME, Path('/tmp'), Path.cwd()], t_start)
+    assert hits == [], hits
+
+
+@pytest.mark.parametrize('name,source,expected,budget', CASES, ids=[c[0] for c in CASES])
+def test_hostile_program_fails_cleanly(sb, name, source, expected, budget):
+    if sb.isolation != 'bwrap' and name.startswith(('write_', 'read_', 'network_', 'fill_tmp')):
+        pytest.skip(f'{name} needs bubblewrap (isolation here: {sb.isolation})')
+    sb.warm()
+    t = time.monotonic()
+    r = sb.run(source, 'run', budget_s=budget)
+    wall = time.monotonic() - t
+    assert r.ok is False and r.value is None, r
+    assert re.match(expected, r.error or ''), f'{name}: {r.error!r}'
+    assert r.elapsed_s <= budget + 2.0 and wall <= budget + 2.0, (r.elapsed_s, wall)
+    assert r.timed_out == r.error.startswith('timeout'), r
+    assert len(r.stdout) <= MAX_OUT + 200 and len(r.stderr) <= MAX_OUT + 200
+    # the caller and the sandbox keep working: a normal program right after succeeds
+    assert sb.run('def run(): return [1, 2.5]', 'run').value == [1, 2.5]
+
+
+def test_there_are_at_least_25_hostile_programs():
+    assert len(CASES) >= 25
+
+
+def test_fork_bomb_hit_the_process_cap(sb):
+    "The fork bomb is stopped by the pids cgroup (root) or RLIMIT_NPROC: forks fail, the machine does not notice."
+    src = ('import os\ndef run():\n    n = fails = 0\n    while n + fails < 100000:\n        try:\n            if os.fork() == 0:\n'
+           '                import time; time.sleep(100)\n            n += 1\n        except OSError: fails += 1; break\n    return [n, fails]')
+    r = sb.run(src, 'run', budget_s=5.0)
+    assert r.ok, r
+    n, fails = r.value
+    assert fails == 1 and n < sb.max_procs + 8, r.value          # stopped at the cap, not by the budget
+
+
+def test_huge_stdout_keeps_the_tail(sb):
+    r = sb.run('def run():\n    for i in range(200000): print(i)\n    raise ValueError("end")', 'run', budget_s=5.0)
+    assert not r.ok and r.error == 'exception: ValueError: end'
+    assert r.stdout.startswith('[... output truncated:') and r.stdout.endswith('199999\n') and len(r.stdout) <= MAX_OUT + 200
+    assert 'ValueError: end' in r.stderr                                           # the traceback is kept
+
+
+def test_loopback_connection_fails_fast_and_reaches_no_host_listener(sb):
+    if sb.isolation == 'limits': pytest.skip('no network namespace without bwrap/unshare')
+    srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1); srv.settimeout(0.5)
+    port = srv.getsockname()[1]
+    r = sb.run(f"import socket\ndef run(): socket.create_connection(('127.0.0.1', {port}), timeout=5)", 'run')
+    assert not r.ok and r.error.startswith('exception: ConnectionRefusedError') and r.elapsed_s < 1.0, r
+    with pytest.raises(socket.timeout): srv.accept()                               # nothing arrived on the host
+    srv.close()
+
+
+def test_no_host_process_is_visible(sb):
+    if sb.isolation == 'limits': pytest.skip('no pid namespace without bwrap/unshare')
+    r = sb.run("import os\ndef run(): return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())", 'run')
+    assert r.ok and len(r.value) <= 4, r.value                  # bwrap's init, the zygote, the program (+ its spare)
+
+
+def test_monkeypatching_numpy_changes_nothing_outside(sb):
+    "A program patches numpy (and would patch a verifier the same way): the parent and the next program see the real one."
+    src = ('import numpy as np, builtins\nnp.sum = lambda *a, **k: 0.0\nnp.convolve = lambda *a, **k: np.zeros(1)\n'
+           'builtins.max = lambda *a, **k: 0\ndef run(): return [float(np.sum([1, 2, 3])), float(np.convolve([1], [1])[0])]')
+    r = sb.run(src, 'run')
+    assert r.ok and r.value == [0.0, 0.0]                        # inside its own process the patch works...
+    assert np.sum([1, 2, 3]) == 6 and max(1, 2) == 2            # ...but not in the parent, which scores
+    for _ in range(sb.workers * 2):                              # nor in any later program on any worker
+        r2 = sb.run('import numpy as np\ndef run(): return [int(np.sum([1, 2, 3])), max(1, 2)]', 'run')
+        assert r2.value == [6, 2], r2
+
+
+def test_nothing_persists_between_programs(sb):
+    "Files in /tmp, /dev/shm, the work dir, and module state do not reach the next program."
+    w = sb.run("import os, sys\ndef run():\n    for p in ['/tmp/persist', 'persist']: open(p, 'w').write('x')\n"
+               "    try: open('/dev/shm/persist', 'w').write('x')\n    except OSError: pass\n"
+               "    import json; json.PERSIST = 1\n    return os.listdir('/tmp')", 'run')
+    assert w.ok, w
+    for _ in range(sb.workers * 2):
+        r = sb.run("import os, json\ndef run(): return [os.listdir('/tmp'), os.listdir('.'), os.path.exists('/dev/shm/persist'), hasattr(json, 'PERSIST')]", 'run')
+        tmp, cwd, shm, attr = r.value
+        assert len(tmp) == 1 and tmp[0].startswith('job-') and cwd == ['program.py'] and not shm and not attr, r.value
+
+
+def test_scoring_cases_cross_back_as_plain_data(sb):
+    "NaN/inf, tuples, ndarray subclasses, numpy scalars: what arrives is plain data; judging it is the scorer's job."
+    src = ('import numpy as np\nclass Sub(np.ndarray):\n    def tolist(self): return "forged"\n    def __iter__(self): return iter([9.0])\n'
+           'def run(): return (np.array([np.nan, np.inf, -np.inf]), np.zeros(3).view(Sub), np.float32(0.5), np.int64(7),'
+           ' np.array([[1, 2]]), (1, (2, 3)), {"h": [True, None]})')
+    r = sb.run(src, 'run')
+    assert r.ok, r
+    v = r.value
+    assert math.isnan(v[0][0]) and v[0][1:] == [math.inf, -math.inf]
+    assert v[1:] == [[0.0, 0.0, 0.0], 0.5, 7, [[1, 2]], [1, [2, 3]], {'h': [True, None]}]
+
+    def plain(x):
+        t = type(x)
+        if t in (bool, int, float, str, type(None)): return True
+        if t is list: return all(plain(y) for y in x)
+        if t is dict: return all(type(k) is str and plain(y) for k, y in x.items())
+        return False
+    assert plain(v)
+
+
+def test_wrong_shapes_cross_back_unchanged(sb):
+    "A wrong shape is not the sandbox's business: it arrives as nested lists for the scorer to reject."
+    r = sb.run('import numpy as np\ndef run(): return np.ones((2, 3, 1)), np.arange(5), "26 circles"', 'run')
+    assert r.ok and r.value == [[[[1.0]] * 3] * 2, [0, 1, 2, 3, 4], '26 circles']
