@@ -57,6 +57,7 @@ CASES = [
      r'exception: (FileNotFoundError|PermissionError|OSError)', BUDGET),
     ('write_venv', f"import numpy, os\ndef run():\n    open(os.path.join(os.path.dirname(numpy.__file__), {MARK!r}), 'w').write('x')",
      r'exception: OSError: \[Errno 30\] Read-only file system', BUDGET),
+    ('write_sandbox_root', f"def run():\n    open('/{MARK}', 'w').write('planted for the next program')", r'exception: (PermissionError|OSError)', BUDGET),
     ('write_proc_sys', "def run():\n    open('/proc/sys/vm/drop_caches', 'w').write('3')", r'exception: (PermissionError|OSError)', BUDGET),
     ('read_shadow', "def run(): return open('/etc/shadow').read()", r'exception: FileNotFoundError', BUDGET),
     ('read_ssh_keys', f"import os\ndef run(): return os.listdir(os.path.join({str(HOME)!r}, '.ssh'))", r'exception: (FileNotFoundError|PermissionError)', BUDGET),
@@ -202,13 +203,15 @@ def test_monkeypatching_numpy_changes_nothing_outside(sb):
 def test_nothing_persists_between_programs(sb):
     "Files in /tmp, /dev/shm, the work dir, and module state do not reach the next program."
     w = sb.run("import os, sys\ndef run():\n    for p in ['/tmp/persist', 'persist']: open(p, 'w').write('x')\n"
+               "    for p in ['/persist', '/work/persist', '/dev/persist']:\n        try: open(p, 'w').write('x')\n        except OSError: pass\n"
                "    try: open('/dev/shm/persist', 'w').write('x')\n    except OSError: pass\n"
                "    import json; json.PERSIST = 1\n    return os.listdir('/tmp')", 'run')
     assert w.ok, w
     for _ in range(sb.workers * 2):
-        r = sb.run("import os, json\ndef run(): return [os.listdir('/tmp'), os.listdir('.'), os.path.exists('/dev/shm/persist'), hasattr(json, 'PERSIST')]", 'run')
-        tmp, cwd, shm, attr = r.value
-        assert len(tmp) == 1 and tmp[0].startswith('job-') and cwd == ['program.py'] and not shm and not attr, r.value
+        r = sb.run("import os, json\ndef run(): return [os.listdir('/tmp'), os.listdir('.'), hasattr(json, 'PERSIST'),"
+                   " [p for p in ['/dev/shm/persist', '/persist', '/work/persist', '/dev/persist'] if os.path.exists(p)]]", 'run')
+        tmp, cwd, attr, planted = r.value
+        assert len(tmp) == 1 and tmp[0].startswith('job-') and cwd == ['program.py'] and not attr and not planted, r.value
 
 
 def test_scoring_cases_cross_back_as_plain_data(sb):

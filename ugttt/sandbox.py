@@ -572,6 +572,8 @@ def sandbox_command(
             if anc not in made: made.add(anc); a += ['--perms', '0755', '--dir', anc]
         a += ['--ro-bind', p, p]
     a += ['--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/tmp',
+          '--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/dev/shm',      # POSIX semaphores (multiprocessing)
+          '--remount-ro', '/dev', '--remount-ro', '/',               # only /tmp and /dev/shm are writable (wiped per program)
           '--chdir', '/tmp', '--clearenv']
     for k, v in env.items(): a += ['--setenv', k, v]
     return a + ['--'] + py, env
