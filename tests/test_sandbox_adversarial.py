@@ -117,9 +117,20 @@ def _files_by_sandbox_uid(roots: list, since: float) -> list:
     return hits
 
 
+def _snapshot() -> dict:
+    "Size, mtime and content of files a hostile program would most like to change (the ones it targets above)."
+    files = [ROOT / 'README.md', ROOT / 'settings.ini', ROOT / 'ugttt' / '__init__.py', ROOT / 'ugttt' / 'sandbox.py',
+             HOME / '.bashrc', HOME / '.profile', Path('/etc/passwd'), Path('/etc/hosts')]
+    out = {}
+    for f in files:
+        try: st = f.stat(); out[str(f)] = (st.st_size, st.st_mtime_ns, f.read_bytes())
+        except OSError: out[str(f)] = None
+    return out
+
+
 @pytest.fixture(scope='module')
 def sb():
-    t_start = time.time()
+    t_start, before = time.time(), _snapshot()
     s = Sandbox(workers=2, budget_s=BUDGET, memory_mb=256, max_output_chars=MAX_OUT, max_result_bytes=MAX_RESULT, tmp_mb=64)
     s.warm()
     yield s
@@ -132,6 +143,7 @@ def sb():
     # nothing written outside the sandbox's directories: the repo, $HOME, the host /tmp and our cwd
     hits = _files_by_sandbox_uid([ROOT, HOME, Path('/tmp'), Path.cwd()], t_start)
     assert hits == [], hits
+    assert _snapshot() == before
 
 
 @pytest.mark.parametrize('name,source,expected,budget', CASES, ids=[c[0] for c in CASES])

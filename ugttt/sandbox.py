@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_sandbox.ipynb #4cc93f01
 from __future__ import annotations
-import atexit, importlib.util, json, math, os, queue, select, selectors, shutil, signal, socket, struct, subprocess, sys
+import atexit, importlib.util, json, math, numbers, os, queue, select, selectors, shutil, signal, socket, struct, subprocess, sys
 import tempfile, threading, time, warnings, weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -635,7 +635,7 @@ class _Worker:
         argv, env = sandbox_command(sb.isolation, sb.cpus, sb.tmp_mb, cfg, drop_caps=sb._drop_to is not None)
         if sb._cg_bases:
             self.cg = _WorkerCgroups(sb._cg_bases, f'w{os.getpid()}-{id(self):x}-{self.index}', sb.max_procs + 8,
-                                     (sb.memory_mb + sb.tmp_mb + 768) * 2**20)
+                                     (sb.memory_mb + 2 * sb.tmp_mb + 768) * 2**20)   # program + /tmp + /dev/shm + zygote
             argv = self.cg.wrap(argv)
         self.errlog = tempfile.TemporaryFile()
         try:
@@ -740,7 +740,7 @@ class _Worker:
 # %% ../nbs/06_sandbox.ipynb #db0288d5
 def _check_budget(budget_s) -> float:
     "A wall-clock budget in seconds: a finite number > 0."
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)):
+    if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real):
         raise TypeError(f'budget_s must be a number of seconds, got {type(budget_s).__name__}')
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
