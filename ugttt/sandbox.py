@@ -171,7 +171,7 @@ def _child_main(
         libc.prctl(1, signal.SIGKILL, 0, 0, 0)                    # PR_SET_PDEATHSIG: die with the zygote
         libc.prctl(4, 1, 0, 0, 0)                                 # PR_SET_DUMPABLE: normal /proc/self for the program itself
         nul = os.open(os.devnull, os.O_RDONLY); os.dup2(nul, 0); os.close(nul)
-        sys.stdin = sys.__stdin__ = open(0, closefd=False)
+        sys.stdin = sys.__stdin__ = io.open(0, closefd=False)      # io.open: IPython shadows open
         os.chdir(jobdir); os.umask(0o077)
         os.environ.update(HOME=jobdir, TMPDIR=jobdir)
         tempfile.tempdir = jobdir
@@ -185,13 +185,13 @@ def _child_main(
         mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding='utf-8', errors='backslashreplace', line_buffering=True)
         sys.stdout, sys.stderr = mk(1), mk(2)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-        vm = next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:'))
+        vm = next(int(l.split()[1]) * 1024 for l in io.open('/proc/self/status') if l.startswith('VmSize:'))
         lim = vm + job['memory_mb'] * 2**20                       # what numpy/scipy already mapped + the budget
         resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
         resource.setrlimit(resource.RLIMIT_FSIZE, (job['fsize_bytes'], job['fsize_bytes']))
         if job.get('nproc'): resource.setrlimit(resource.RLIMIT_NPROC, (job['nproc'], job['nproc']))
         src, entry = job['source'], job['entry']
-        with open('program.py', 'w', encoding='utf-8', errors='surrogatepass') as f: f.write(src)   # for tracebacks
+        with io.open('program.py', 'w', encoding='utf-8', errors='surrogatepass') as f: f.write(src)   # for tracebacks
         mod = types.ModuleType('program'); mod.__file__ = os.path.join(jobdir, 'program.py')
         sys.modules['program'] = mod; sys.argv = ['program.py']
     except BaseException as e:
@@ -221,7 +221,9 @@ def _child_main(
             msg = {'ok': False, 'error': f'exception: {describe(e)}'}
             try: traceback.print_exc()
             except BaseException: pass
-    if res_fd is None: os._exit(71)
+    if res_fd is None:                                          # failed before the job arrived: tell the zygote's log
+        try: os.write(2, f"ugttt sandbox child: {msg['error']}\n".encode())
+        finally: os._exit(71)
     try:
         cap = job.get('max_result_bytes', 2**20)
         try: data = json.dumps(msg, allow_nan=True).encode()
@@ -277,7 +279,7 @@ def _sweep(
         if time.monotonic() > end: return False
         time.sleep(0.001)
 
-# %% ../nbs/06_sandbox.ipynb #f1203590
+# %% ../nbs/06_sandbox.ipynb #6b2722a8
 def _wipe(
     dirs: list,      # directories whose contents must go (the job dir; /tmp and /dev/shm inside bwrap)
     remove_self: list = (),  # directories to remove entirely
@@ -306,7 +308,7 @@ def _wipe(
         if os.path.lexists(d): clean = False
     return clean
 
-# %% ../nbs/06_sandbox.ipynb #822308ef
+# %% ../nbs/06_sandbox.ipynb #580b8700
 def _fork_spare(
     cfg: dict, # the zygote's configuration
 ) -> tuple:
@@ -320,7 +322,7 @@ def _fork_spare(
     theirs.close()
     return pid, mine, jobdir
 
-# %% ../nbs/06_sandbox.ipynb #580b8700
+# %% ../nbs/06_sandbox.ipynb #e9fce7e8
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
     job: dict,
@@ -365,7 +367,7 @@ def _zygote_job(
             'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             'elapsed': elapsed, 'tainted': not clean}
 
-# %% ../nbs/06_sandbox.ipynb #38ef37bf
+# %% ../nbs/06_sandbox.ipynb #0f8842ac
 def _zygote_main(
     cfg: dict, # ctl_fd, drop_to, pidns, workroot, wipe, preload, extra_path
 ) -> None:
@@ -404,7 +406,7 @@ def _zygote_main(
     except BaseException:
         os._exit(2)
 
-# %% ../nbs/06_sandbox.ipynb #b92335b5
+# %% ../nbs/06_sandbox.ipynb #f34d0916
 def _cgroup_bases() -> dict:
     "Where this process may create per-worker cgroups: {'pids': dir, 'memory': dir}, v1 or v2; {} if nowhere."
     found = {}                                         # controller -> (base dir, is_v2)
@@ -445,7 +447,7 @@ def _cgroup_bases() -> dict:
         except OSError: pass
     return out
 
-# %% ../nbs/06_sandbox.ipynb #e1f0e046
+# %% ../nbs/06_sandbox.ipynb #558fade2
 class _WorkerCgroups:
     "The pids and memory cgroups of one worker: create with limits, wrap its command, kill everything, remove."
     def __init__(self, bases: dict, name: str, pids_max: int, memory_bytes: int):
@@ -519,7 +521,7 @@ class _WorkerCgroups:
                 except OSError: time.sleep(0.01)
         self.dirs = []
 
-# %% ../nbs/06_sandbox.ipynb #558fade2
+# %% ../nbs/06_sandbox.ipynb #1e212e6d
 _ETC = ('ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'passwd', 'group', 'nsswitch.conf', 'hosts',
         'alternatives', 'mime.types', 'os-release')
 _THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_NUM_THREADS',
@@ -538,7 +540,7 @@ def _python_dirs() -> list:
         out.append(p)
     return out
 
-# %% ../nbs/06_sandbox.ipynb #74488b48
+# %% ../nbs/06_sandbox.ipynb #f1227949
 def sandbox_command(
     mode: str,          # 'bwrap', 'netns' or 'limits'
     cpus: int,          # thread caps for BLAS/OpenMP
@@ -578,7 +580,7 @@ def sandbox_command(
     for k, v in env.items(): a += ['--setenv', k, v]
     return a + ['--'] + py, env
 
-# %% ../nbs/06_sandbox.ipynb #f1227949
+# %% ../nbs/06_sandbox.ipynb #93be60cb
 _PROBES: dict = {}
 _WARNED: set = set()
 
@@ -611,11 +613,11 @@ def detect_isolation(
                       'Install the Debian package `bubblewrap` (make system-deps).', RuntimeWarning, stacklevel=2)
     return mode
 
-# %% ../nbs/06_sandbox.ipynb #93be60cb
+# %% ../nbs/06_sandbox.ipynb #0475c825
 class _WorkerLost(Exception):
     "The worker died before the program started: the caller retries on a fresh worker."
 
-# %% ../nbs/06_sandbox.ipynb #bc6ba597
+# %% ../nbs/06_sandbox.ipynb #14005926
 class _Worker:
     "One warm zygote in its isolation: runs one program at a time; `dead` once killed."
     GRACE_S = 1.5
@@ -737,7 +739,7 @@ class _Worker:
             except subprocess.TimeoutExpired: pass
         if self.cg is not None: self.cg.destroy()
 
-# %% ../nbs/06_sandbox.ipynb #db0288d5
+# %% ../nbs/06_sandbox.ipynb #d1ab9e2b
 def _check_budget(budget_s) -> float:
     "A wall-clock budget in seconds: a finite number > 0."
     if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real):
@@ -745,7 +747,7 @@ def _check_budget(budget_s) -> float:
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
 
-# %% ../nbs/06_sandbox.ipynb #d1ab9e2b
+# %% ../nbs/06_sandbox.ipynb #65123176
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 
@@ -909,7 +911,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #724e8d17
+# %% ../nbs/06_sandbox.ipynb #83fcf5ad
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 
@@ -921,5 +923,5 @@ def default_sandbox() -> Sandbox:
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
-# %% ../nbs/06_sandbox.ipynb #02df198d
+# %% ../nbs/06_sandbox.ipynb #66fa9720
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))
