@@ -1,6 +1,6 @@
 """ugttt.sandbox beyond single hostile programs: parallel map, transparent worker replacement, the fallbacks, a normal
 (non-root) user, clean-up when the caller exits or is killed, thread caps, memory budget, RNG, bad input."""
-import json, os, signal, subprocess, sys, textwrap, time, warnings
+import json, os, shutil, signal, subprocess, sys, textwrap, time, warnings
 from pathlib import Path
 
 import pytest
@@ -41,6 +41,22 @@ def test_dead_worker_is_replaced_transparently(sb):
     assert r.ok and r.value == 'still here', r
     sb.warm()
     assert len(sb.worker_pids()) == sb.workers
+
+
+@pytest.mark.skipif(os.getuid() != 0 or not shutil.which('chattr'), reason='needs root and chattr')
+def test_a_worker_that_cannot_clean_up_is_replaced_before_the_next_program():
+    "In the limits fallback root stays root: a program makes a file immutable, so its worker cannot wipe it."
+    with Sandbox(workers=1, budget_s=5.0, isolation='limits') as s:
+        s.warm(); before = s.worker_pids()
+        r = s.run("import os, subprocess\ndef run():\n    open('stuck', 'w').close()\n"
+                  "    subprocess.run(['chattr', '+i', 'stuck'], check=True)\n    return os.path.abspath('stuck')", 'run')
+        assert r.ok, r
+        try:
+            r2 = s.run('def run(): return 2', 'run')
+            assert r2.ok and r2.value == 2, r2                      # retried on a fresh worker, transparently
+            assert s.worker_pids() != before
+        finally:
+            subprocess.run(['chattr', '-i', r.value]); shutil.rmtree(os.path.dirname(r.value), ignore_errors=True)
 
 
 def test_thread_caps_and_environment(sb):

@@ -71,6 +71,8 @@ CASES = [
     ('forge_reply_json', 'import json\njson.dumps = lambda *a, **k: \'{"ok": true, "value": \'\ndef run(): return 1', r'malformed result', BUDGET),
     ('forge_reply_fd', 'import os\ndef run():\n    for fd in range(3, 64):\n        try: os.write(fd, b"{\\"ok\\": true, \\"value\\": [1e308")\n'
      '        except OSError: pass\n    os._exit(0)', r'malformed result', BUDGET),
+    ('forge_done_byte', 'import os, socket, time\ndef run():\n    for fd in range(3, 64):\n        try: socket.socket(fileno=os.dup(fd)).send(b"d")\n'
+     '        except OSError: pass\n    time.sleep(1000)', r'exited with status 0 before returning a result', BUDGET),
     ('setuid_root', 'import os\ndef run(): os.setuid(0)', r'exception: PermissionError', BUDGET),
     ('fill_tmp', "def run():\n    with open('/tmp/fill', 'wb') as f:\n        while True: f.write(b'x' * 2**20)", r'exception: OSError', 5.0),
     ('wrong_entry_name', 'def solve(): return 1', r"entry point 'run' is not defined$", BUDGET),

@@ -179,7 +179,6 @@ def _child_main(
         if 'numpy' in sys.modules: sys.modules['numpy'].random.seed()
         job, fds = _recv_msg(jsock, maxfds=3)                     # wait here until the zygote hands over a program
         if job is None: os._exit(0)
-        jsock.close()
         out_fd, err_fd, res_fd = fds
         os.dup2(out_fd, 1); os.dup2(err_fd, 2); os.close(out_fd); os.close(err_fd)
         mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding='utf-8', errors='backslashreplace', line_buffering=True)
@@ -236,6 +235,11 @@ def _child_main(
     for s in (sys.stdout, sys.stderr):
         try: s.flush()
         except BaseException: pass
+    for fd in (1, 2, res_fd):                                   # our pipes are complete: EOF for the caller now
+        try: os.close(fd)
+        except OSError: pass
+    try: jsock.send(b'd')                                       # tell the zygote: it reports without awaiting our exit
+    except BaseException: pass
     os._exit(0)
 
 # %% ../nbs/06_sandbox.ipynb #137777df
@@ -323,51 +327,78 @@ def _fork_spare(
     return pid, mine, jobdir
 
 # %% ../nbs/06_sandbox.ipynb #e9fce7e8
+def _kill_all(
+    pid: int,    # the program's process
+    pidns: bool, # in our own pid namespace: kill(-1) reaches exactly the sandbox
+) -> None:
+    "SIGKILL the program and everything it started."
+    targets = [-1] if pidns else [pid, *_descendants(os.getpid())]
+    for p in targets:
+        try: os.kill(p, signal.SIGKILL)
+        except OSError: pass
+    if not pidns:
+        try: os.killpg(pid, signal.SIGKILL)
+        except OSError: pass
+
+# %% ../nbs/06_sandbox.ipynb #38ef37bf
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
     job: dict,
     fds: list,           # pipe write ends for the child
     cfg: dict,
     spare: tuple,        # (pid, socket, jobdir) from _fork_spare
-) -> dict:
-    "Hand `job` to the spare child, enforce its wall-clock budget, clean up after it and return the report."
+) -> tuple:
+    "Hand `job` to the spare child and enforce its budget; (report, pending) where pending is for _finish_job."
     pid, jsock, jobdir = spare
     t0 = time.monotonic()
     try: _send_msg(jsock, job, fds=fds)
     except OSError: pass                                        # the spare died: reported below as its exit status
     finally:
-        jsock.close()
         for fd in fds: os.close(fd)
-    deadline, timed_out, caller_gone = t0 + job['budget_s'], False, False
+    deadline, timed_out, caller_gone, done = t0 + job['budget_s'], False, False, False
     try: pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError): pidfd = None
+    watch = [x for x in (pidfd, jsock, sock) if x is not None]
     while True:
         rest = deadline - time.monotonic()
         if rest <= 0: timed_out = True; break
-        if pidfd is not None: ready, _, _ = select.select([pidfd, sock], [], [], rest)
-        else:
-            ready, _, _ = select.select([sock], [], [], min(rest, 0.002))
-            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None: ready = [pidfd]
+        ready, _, _ = select.select(watch, [], [], rest if pidfd is not None else min(rest, 0.002))
         if sock in ready: caller_gone = True; break
-        if ready: break
-    if timed_out or caller_gone:
-        try: os.kill(-1 if cfg['pidns'] else pid, signal.SIGKILL)
-        except OSError: pass
-        if not cfg['pidns']:
-            try: os.killpg(pid, signal.SIGKILL)
-            except OSError: pass
-    _, status = os.waitpid(pid, 0)
+        if jsock in ready:
+            try: done = jsock.recv(1) == b'd'
+            except OSError: done = False
+            if done: break
+            watch.remove(jsock)                                 # closed without "done": wait for the exit
+        if pidfd in ready or (pidfd is None and os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)): break
     elapsed = time.monotonic() - t0
+    jsock.close()
     if pidfd is not None: os.close(pidfd)
-    clean = _sweep(cfg['pidns'])
-    clean = _wipe(cfg['wipe'], remove_self=[jobdir]) and clean
-    if caller_gone: os._exit(0)
-    return {'status': 'timeout' if timed_out else 'signaled' if os.WIFSIGNALED(status) else 'exited',
-            'code': os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            'elapsed': elapsed, 'tainted': not clean}
+    if timed_out or caller_gone or done: _kill_all(pid, cfg['pidns'])
+    if caller_gone: _finish_job((pid, jobdir), cfg); os._exit(0)
+    if timed_out or done: report = {'status': 'timeout' if timed_out else 'exited', 'code': 0 if done else None, 'signal': None}
+    else:
+        _, status = os.waitpid(pid, 0)                          # already a zombie: it exited by itself
+        pid = None
+        report = {'status': 'signaled' if os.WIFSIGNALED(status) else 'exited',
+                  'code': os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                  'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}
+    report['elapsed'] = elapsed
+    return report, (pid, jobdir)
 
-# %% ../nbs/06_sandbox.ipynb #0f8842ac
+# %% ../nbs/06_sandbox.ipynb #2c00faab
+def _finish_job(
+    pending: tuple, # (pid still to reap or None, the job's work directory)
+    cfg: dict,
+) -> bool:
+    "After the report: reap the child, sweep what it left, wipe the writable dirs; True when the worker is clean."
+    pid, jobdir = pending
+    if pid is not None:
+        try: os.waitpid(pid, 0)
+        except ChildProcessError: pass
+    clean = _sweep(cfg['pidns'])
+    return _wipe(cfg['wipe'], remove_self=[jobdir]) and clean
+
+# %% ../nbs/06_sandbox.ipynb #f34d0916
 def _zygote_main(
     cfg: dict, # ctl_fd, drop_to, pidns, workroot, wipe, preload, extra_path
 ) -> None:
@@ -401,12 +432,15 @@ def _zygote_main(
             job, fds = _recv_msg(sock, maxfds=3)
             if job is None: os._exit(0)
             if len(fds) != 3: raise RuntimeError(f'job arrived with {len(fds)} descriptors instead of 3')
-            _send_msg(sock, _zygote_job(sock, job, fds, cfg, spare))
+            report, pending = _zygote_job(sock, job, fds, cfg, spare)
+            _send_msg(sock, report)
+            if not _finish_job(pending, cfg):              # something survived: say so, the caller replaces this worker
+                _send_msg(sock, {'tainted': True}); os._exit(3)
             spare = _fork_spare(cfg)                      # off the critical path: the caller is reading the result
     except BaseException:
         os._exit(2)
 
-# %% ../nbs/06_sandbox.ipynb #f34d0916
+# %% ../nbs/06_sandbox.ipynb #558fade2
 def _cgroup_bases() -> dict:
     "Where this process may create per-worker cgroups: {'pids': dir, 'memory': dir}, v1 or v2; {} if nowhere."
     found = {}                                         # controller -> (base dir, is_v2)
@@ -447,7 +481,7 @@ def _cgroup_bases() -> dict:
         except OSError: pass
     return out
 
-# %% ../nbs/06_sandbox.ipynb #558fade2
+# %% ../nbs/06_sandbox.ipynb #1d4862ef
 class _WorkerCgroups:
     "The pids and memory cgroups of one worker: create with limits, wrap its command, kill everything, remove."
     def __init__(self, bases: dict, name: str, pids_max: int, memory_bytes: int):
@@ -521,7 +555,7 @@ class _WorkerCgroups:
                 except OSError: time.sleep(0.01)
         self.dirs = []
 
-# %% ../nbs/06_sandbox.ipynb #1e212e6d
+# %% ../nbs/06_sandbox.ipynb #1ac95175
 _ETC = ('ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'passwd', 'group', 'nsswitch.conf', 'hosts',
         'alternatives', 'mime.types', 'os-release')
 _THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_NUM_THREADS',
@@ -540,7 +574,7 @@ def _python_dirs() -> list:
         out.append(p)
     return out
 
-# %% ../nbs/06_sandbox.ipynb #f1227949
+# %% ../nbs/06_sandbox.ipynb #92244f39
 def sandbox_command(
     mode: str,          # 'bwrap', 'netns' or 'limits'
     cpus: int,          # thread caps for BLAS/OpenMP
@@ -580,7 +614,7 @@ def sandbox_command(
     for k, v in env.items(): a += ['--setenv', k, v]
     return a + ['--'] + py, env
 
-# %% ../nbs/06_sandbox.ipynb #93be60cb
+# %% ../nbs/06_sandbox.ipynb #db0288d5
 _PROBES: dict = {}
 _WARNED: set = set()
 
@@ -613,11 +647,11 @@ def detect_isolation(
                       'Install the Debian package `bubblewrap` (make system-deps).', RuntimeWarning, stacklevel=2)
     return mode
 
-# %% ../nbs/06_sandbox.ipynb #0475c825
+# %% ../nbs/06_sandbox.ipynb #d1ab9e2b
 class _WorkerLost(Exception):
     "The worker died before the program started: the caller retries on a fresh worker."
 
-# %% ../nbs/06_sandbox.ipynb #14005926
+# %% ../nbs/06_sandbox.ipynb #3da8b762
 class _Worker:
     "One warm zygote in its isolation: runs one program at a time; `dead` once killed."
     GRACE_S = 1.5
@@ -698,7 +732,8 @@ class _Worker:
                             try: self.sock.settimeout(None)
                             except OSError: pass
                         if report is None: lost = lost or 'the zygote died'; break
-                        drain_until = time.monotonic() + 1.0
+                        if report.get('tainted'): raise _WorkerLost('the worker could not clean up after its previous program')
+                        drain_until = time.monotonic() + 2.0
                         continue
                     i = key.data
                     try: chunk = os.read(key.fd, 1 << 16)
@@ -716,10 +751,10 @@ class _Worker:
             for r in reads: os.close(r)
         elapsed = time.monotonic() - t0
         oom = bool(self.cg) and self.cg.oom_kills() > oom0
-        if report is None or report.get('tainted') or lost: self.kill()
+        if report is None or lost: self.kill()
         ok, value, error, timed_out = describe_outcome(report, bytes(res), too_large, budget_s, sb.memory_mb,
                                                        sb.max_result_bytes, oom, lost)
-        if report is not None and lost:      # something of the program outlived the cleanup: never trust that run
+        if report is not None and lost and not timed_out:   # something of the program outlived the cleanup: never trust that run
             ok, error = False, f'a process of the program survived the cleanup ({lost}); worker replaced'
         return RunResult(ok=ok, value=value if ok else None, error=error,
                          stdout=truncate_output(bytes(bufs[0][-cap:]), totals[0], sb.max_output_chars),
@@ -739,7 +774,7 @@ class _Worker:
             except subprocess.TimeoutExpired: pass
         if self.cg is not None: self.cg.destroy()
 
-# %% ../nbs/06_sandbox.ipynb #d1ab9e2b
+# %% ../nbs/06_sandbox.ipynb #b3378f39
 def _check_budget(budget_s) -> float:
     "A wall-clock budget in seconds: a finite number > 0."
     if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real):
@@ -747,7 +782,7 @@ def _check_budget(budget_s) -> float:
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
 
-# %% ../nbs/06_sandbox.ipynb #65123176
+# %% ../nbs/06_sandbox.ipynb #61a718a8
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 
@@ -830,7 +865,7 @@ class Sandbox:
         with self._cond:
             while True:
                 if self._closed: raise RuntimeError('this Sandbox is closed')
-                if self._idle: return self._idle.pop()
+                if self._idle: return self._idle.pop(0)   # FIFO: a worker finishes its cleanup while others run
                 if self._start_error is not None and self._starting == 0 and not self._all:
                     err, self._start_error = self._start_error, None
                     raise RuntimeError(str(err)) from err
@@ -911,7 +946,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #83fcf5ad
+# %% ../nbs/06_sandbox.ipynb #66fa9720
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 
@@ -923,5 +958,5 @@ def default_sandbox() -> Sandbox:
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
-# %% ../nbs/06_sandbox.ipynb #66fa9720
+# %% ../nbs/06_sandbox.ipynb #1e77536a
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))
