@@ -803,6 +803,12 @@ class Sandbox:
         self._drop_to = 65534 if (os.getuid() == 0 and self.isolation == 'bwrap') else None
         self._cg_bases = _cgroup_bases() if os.getuid() == 0 else {}
         self._site_dirs = set(_python_dirs()) | {p for p in sys.path if os.path.basename(p.rstrip('/')) in ('site-packages', 'dist-packages')}
+        # a fork bomb is stopped by a pids cgroup, or by RLIMIT_NPROC, which the kernel ignores for root only
+        self.processes_capped = 'pids' in self._cg_bases or os.getuid() != 0 or self._drop_to is not None
+        if not self.processes_capped and ('nproc', self.isolation) not in _WARNED:
+            _WARNED.add(('nproc', self.isolation))
+            warnings.warn('ugttt.sandbox: running as root without bwrap or a writable pids cgroup: the number of processes '
+                          'a program may start is NOT capped (RLIMIT_NPROC does not apply to root).', RuntimeWarning, stacklevel=2)
         self._workroot = tempfile.mkdtemp(prefix='ugttt-sandbox-') if self.isolation != 'bwrap' else None
         if self._workroot: os.chmod(self._workroot, 0o700)
         self.layers = self._describe_layers()
@@ -946,7 +952,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #66fa9720
+# %% ../nbs/06_sandbox.ipynb #1e77536a
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 
@@ -958,5 +964,5 @@ def default_sandbox() -> Sandbox:
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
-# %% ../nbs/06_sandbox.ipynb #1e77536a
+# %% ../nbs/06_sandbox.ipynb #69d52778
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))
