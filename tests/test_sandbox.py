@@ -65,6 +65,14 @@ def test_thread_caps_and_environment(sb):
     assert r.value == ['2', '2', '2', True, []], r                  # caps = cpus; a clean environment, no secrets
 
 
+def test_blas_uses_only_the_cpus_given():
+    "With cpus=1, a matrix product leaves the program single-threaded (OpenBLAS alone would start one thread per core)."
+    src = ('import numpy as np\ndef run():\n    a = np.random.rand(600, 600)\n    for _ in range(3): a = a @ a / 600\n'
+           '    return int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("Threads")))')
+    with Sandbox(workers=1, cpus=1) as s:
+        assert s.run(src, 'run').value == 1
+
+
 def test_memory_budget_is_the_programs_own(sb):
     ok = sb.run('import numpy as np\ndef run(): return float(np.ones(100 * 2**20 // 8).sum())', 'run')   # 100 MB of 256
     assert ok.ok, ok
