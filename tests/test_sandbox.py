@@ -1,6 +1,6 @@
 """ugttt.sandbox beyond single hostile programs: parallel map, transparent worker replacement, the fallbacks, a normal
 (non-root) user, clean-up when the caller exits or is killed, thread caps, memory budget, RNG, bad input."""
-import json, os, shutil, signal, subprocess, sys, textwrap, time, warnings
+import json, os, shutil, signal, subprocess, sys, tempfile, textwrap, time, warnings
 from pathlib import Path
 
 import pytest
@@ -186,9 +186,10 @@ def test_default_sandbox_is_shared_and_closed_at_exit():
     assert pids and not any(_alive(p) for p in pids)
 
 
-def test_killing_the_caller_kills_its_sandbox():
+@pytest.mark.parametrize('mode', ['auto', 'limits'])
+def test_killing_the_caller_kills_its_sandbox(mode):
     "--die-with-parent: a caller that dies by SIGKILL (no clean-up code runs) takes its workers and programs along."
-    code = ('import sys, time\nfrom ugttt.sandbox import Sandbox\ns = Sandbox(workers=1).warm()\n'
+    code = (f'import sys, time\nfrom ugttt.sandbox import Sandbox\ns = Sandbox(workers=1, isolation={mode!r}).warm()\n'
             'print(s.worker_pids(), flush=True)\ns.run("def run():\\n    while True: pass", "run", budget_s=100)')
     p = subprocess.Popen([PY, '-c', code], stdout=subprocess.PIPE, text=True,
                          env={**os.environ, 'PYTHONPATH': str(ROOT)})
@@ -209,6 +210,8 @@ def test_killing_the_caller_kills_its_sandbox():
         Sandbox(workers=1, prestart=False).close()
         for base in S._cgroup_bases().values(): S._WorkerCgroups.remove_stale(base)
         assert not [d for b in S._cgroup_bases().values() for d in b.glob(f'w{p.pid}-*')]
+    Sandbox(workers=1, prestart=False, isolation='limits').close()     # a fallback sandbox removes dead callers' dirs
+    assert not list(Path(tempfile.gettempdir()).glob(f'ugttt-sandbox-{p.pid}-*'))
 
 
 NON_ROOT_SCRIPT = r'''

@@ -809,8 +809,15 @@ class Sandbox:
             _WARNED.add(('nproc', self.isolation))
             warnings.warn('ugttt.sandbox: running as root without bwrap or a writable pids cgroup: the number of processes '
                           'a program may start is NOT capped (RLIMIT_NPROC does not apply to root).', RuntimeWarning, stacklevel=2)
-        self._workroot = tempfile.mkdtemp(prefix='ugttt-sandbox-') if self.isolation != 'bwrap' else None
-        if self._workroot: os.chmod(self._workroot, 0o700)
+        self._workroot = None
+        if self.isolation != 'bwrap':                              # fallbacks work in a host directory; remove those
+            tmp = Path(tempfile.gettempdir())                      # of callers that died without cleaning up
+            for d in tmp.glob('ugttt-sandbox-*-*'):
+                try:
+                    if not Path(f'/proc/{int(d.name.split("-")[2])}').exists(): shutil.rmtree(d, ignore_errors=True)
+                except (ValueError, IndexError): pass
+            self._workroot = tempfile.mkdtemp(prefix=f'ugttt-sandbox-{os.getpid()}-')
+            os.chmod(self._workroot, 0o700)
         self.layers = self._describe_layers()
         self._cond = threading.Condition()
         self._idle, self._all, self._starting, self._closed, self._start_error = [], [], 0, False, None
