@@ -122,6 +122,9 @@ def standardize_uncertainty(
     if u.numel() < 2 or bool(u.max() == u.min()): return torch.zeros_like(u)  # sigma_U = 0 convention
     centred = u - u.mean()                                                    # (G,)
     centred = centred - centred.mean()  # second pass: the first leaves a residual sum ~ eps·|U| (see above)
+    scale = centred.abs().max()         # z is scale-free: unit scale keeps the squares in the std from under/overflowing
+    if scale == 0: return torch.zeros_like(u)
+    centred = centred / scale
     return (centred / centred.std(correction=1)).clamp(-clip, clip)
 
 # %% ../nbs/02_advantage.ipynb #94aeb7a7
