@@ -90,11 +90,14 @@ def loo_advantages(
     if not (math.isfinite(beta) and beta >= 0): raise ValueError(f"beta must be finite and >= 0, got {beta}")
     if not (w_max >= 1): raise ValueError(f"w_max must be >= 1, got {w_max}")
     G = r.numel()
-    e = torch.exp(beta * (r - r.max()))                                   # (G,) in [0, 1], the max has e = 1
+    d = beta * (r - r.max())                                              # (G,) <= 0, the max has d = 0
+    e, em = torch.exp(d), torch.expm1(d)     # (G,) e_j in [0, 1] (accurate when small), e_j - 1 (accurate when e_j ~ 1)
     others = ~torch.eye(G, dtype=torch.bool, device=r.device)             # (G, G) j != i
-    loo_sum = torch.where(others, e.expand(G, G), torch.zeros((), dtype=e.dtype, device=e.device)).sum(dim=1)  # (G,) Z_i
-    w = (e * (G - 1) / loo_sum).nan_to_num(posinf=w_max).clamp(max=w_max)  # Z_i = 0 only for a unique max (e_i = 1)
-    return w - 1
+    zero = torch.zeros((), dtype=e.dtype, device=e.device)
+    loo_sum = torch.where(others, e.expand(G, G), zero).sum(dim=1)        # (G,) Z_i = sum_{j != i} e_j
+    gap = torch.where(others, em[:, None] - em[None, :], zero).sum(dim=1) # (G,) (G-1) e_i - Z_i = sum_{j != i} (e_i - e_j)
+    # A_i = w_i - 1 = ((G-1) e_i - Z_i) / Z_i; Z_i = 0 only for a unique max whose rivals all underflow -> cap
+    return (gap / loo_sum).nan_to_num(posinf=w_max - 1).clamp(min=-1.0, max=w_max - 1)
 
 # %% ../nbs/02_advantage.ipynb #c717f97b
 def gamma_eff(
