@@ -109,15 +109,36 @@ def _has(sb) -> set:
            ({'unpriv'} if sb._drop_to is not None or os.getuid() != 0 else set()) | ({'nproc'} if sb.processes_capped else set())
 
 
-def _cgroup_members(tag: str) -> list:
-    "Pids whose cgroup path contains `tag` (our workers' groups are named w<our pid>-...)."
+def _cgroup_members(tag: str, ignore: frozenset = frozenset()) -> list:
+    "Pids in a cgroup whose path contains `tag` (our workers' groups are named w<our pid>-...), except groups in `ignore`."
     out = []
     for d in os.listdir('/proc'):
         if not d.isdigit(): continue
-        try:
-            if tag in Path(f'/proc/{d}/cgroup').read_text(): out.append(int(d))
-        except OSError: pass
+        try: groups = _cgroup_paths(Path(f'/proc/{d}/cgroup').read_text(), tag)
+        except OSError: continue
+        if groups - ignore: out.append(int(d))
     return out
+
+
+def _sandbox_children() -> set:
+    "(pid, args) of our direct children that are a sandbox's bwrap or zygote."
+    out = subprocess.run(['ps', '-o', 'pid=,args=', '--ppid', str(os.getpid())], capture_output=True, text=True).stdout
+    return {tuple(l.strip().split(None, 1)) for l in out.splitlines() if '--ugttt-zygote' in l or 'bwrap' in l}
+
+
+def _cgroup_paths(text: str, tag: str) -> set:
+    "The cgroup paths in a /proc/<pid>/cgroup text that contain `tag`."
+    return {line.split(':', 2)[2] for line in text.splitlines() if line.count(':') >= 2 and tag in line.split(':', 2)[2]}
+
+
+def _live_cgroups(tag: str) -> frozenset:
+    "Cgroup paths containing `tag` that hold a process now (other sandboxes of this test process, e.g. default_sandbox())."
+    found = set()
+    for d in os.listdir('/proc'):
+        if not d.isdigit(): continue
+        try: found |= _cgroup_paths(Path(f'/proc/{d}/cgroup').read_text(), tag)
+        except OSError: pass
+    return frozenset(found)
 
 
 def _files_by_sandbox_uid(roots: list, since: float) -> list:
@@ -149,15 +170,17 @@ def _snapshot() -> dict:
 @pytest.fixture(scope='module')
 def sb():
     t_start, before = time.time(), _snapshot()
+    others = _live_cgroups(f'/w{os.getpid()}-')   # sandboxes that earlier tests of this process left open are not ours
+    other_kids = _sandbox_children()
     s = Sandbox(workers=2, budget_s=BUDGET, memory_mb=256, max_output_chars=MAX_OUT, max_result_bytes=MAX_RESULT, tmp_mb=64)
     s.warm()
     yield s
     s.close()
     # nothing of the sandbox left running: no task in our groups, no zygote among our descendants
     time.sleep(0.2)
-    if s._cg_bases: assert _cgroup_members(f'/w{os.getpid()}-') == []
-    kids = subprocess.run(['ps', '-o', 'pid=,args=', '--ppid', str(os.getpid())], capture_output=True, text=True).stdout
-    assert '--ugttt-zygote' not in kids and 'bwrap' not in kids, kids
+    if s._cg_bases: assert _cgroup_members(f'/w{os.getpid()}-', ignore=others) == []
+    left = _sandbox_children() - other_kids
+    assert left == set(), left
     # nothing written outside the sandbox's directories: the repo, $HOME, the host /tmp and our cwd
     hits = _files_by_sandbox_uid([ROOT, HOME, Path('/tmp'), Path.cwd()], t_start)
     assert hits == [], hits
