@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test test-fast check-sync notebooks pytest slow table1 bench clean
+.PHONY: install system-deps test check-sync slow table1 bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build (spec/ecosystem.md §1).
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -45,8 +45,11 @@ table1: install
 	@if [ -f reproduce/table1.ipynb ]; then $(BIN)/papermill reproduce/table1.ipynb reproduce/out/table1.ipynb --no-progress-bar; \
 	else echo "reproduce/table1.ipynb does not exist yet (it comes with the trainer); nothing to run"; exit 2; fi
 
+# speed and memory figures (printed, not asserted): MI kernel memory, sandbox throughput, embedded model quality
 bench: install
 	$(BIN)/python bench/mi_memory.py
+	$(BIN)/python bench/sandbox_throughput.py
+	$(BIN)/python bench/toy_quality.py
 
 clean:
 	rm -rf _proc .pytest_cache reproduce/out
