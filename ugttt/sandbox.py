@@ -616,6 +616,7 @@ def sandbox_command(
 
 # %% ../nbs/06_sandbox.ipynb #db0288d5
 _PROBES: dict = {}
+_PROBE_ERRORS: dict = {}   # mode -> why its probe failed, quoted in the fallback warning
 _WARNED: set = set()
 
 def detect_isolation(
@@ -631,9 +632,15 @@ def detect_isolation(
             else:
                 argv, env = sandbox_command(mode, 1, 16, {'workroot': '/tmp'}, drop_caps=os.getuid() == 0)
                 argv = argv[:argv.index(sys.executable)] + [sys.executable, '-I', '-c', 'import os']
-                try: _PROBES[mode] = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                                                    timeout=60, cwd='/').returncode == 0
-                except (OSError, subprocess.TimeoutExpired): _PROBES[mode] = False
+                for _ in range(2):   # a second try, so that one transient failure does not weaken isolation for good
+                    try:
+                        p = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60, cwd='/')
+                        _PROBES[mode] = p.returncode == 0
+                        if not _PROBES[mode]:
+                            _PROBE_ERRORS[mode] = f'exit {p.returncode}: ' + p.stderr.decode(errors='replace').strip()[-300:]
+                    except (OSError, subprocess.TimeoutExpired) as e: _PROBES[mode], _PROBE_ERRORS[mode] = False, repr(e)
+                    if _PROBES[mode]: break
+            if not _PROBES[mode] and mode not in _PROBE_ERRORS: _PROBE_ERRORS[mode] = 'not installed'
         return _PROBES[mode]
     if requested != 'auto':
         if not works(requested): raise RuntimeError(f'isolation {requested!r} is not available on this machine')
@@ -643,8 +650,9 @@ def detect_isolation(
         _WARNED.add(mode)
         what = ('network and pid namespaces plus resource limits; files outside the work directory are NOT protected'
                 if mode == 'netns' else 'resource limits only: NO network isolation and files are NOT protected')
-        warnings.warn(f'ugttt.sandbox: bubblewrap (bwrap) is not usable here; falling back to {what}. '
-                      'Install the Debian package `bubblewrap` (make system-deps).', RuntimeWarning, stacklevel=2)
+        warnings.warn(f'ugttt.sandbox: bubblewrap (bwrap) is not usable here ({_PROBE_ERRORS.get("bwrap")}); '
+                      f'falling back to {what}. Install the Debian package `bubblewrap` (make system-deps).',
+                      RuntimeWarning, stacklevel=2)
     return mode
 
 # %% ../nbs/06_sandbox.ipynb #d1ab9e2b
