@@ -287,8 +287,9 @@ def _sweep(
 def _wipe(
     dirs: list,      # directories whose contents must go (the job dir; /tmp and /dev/shm inside bwrap)
     remove_self: list = (),  # directories to remove entirely
+    keep: list = (), # read-only binds inside `dirs` (an interpreter or venv under /tmp): kept with their ancestors
 ) -> bool:
-    "Remove everything under `dirs` (and the `remove_self` dirs), fixing permissions the program took away; True when clean."
+    "Remove everything under `dirs` (and the `remove_self` dirs) but `keep`, fixing permissions the program took away; True when clean."
     def fix(func, path, exc):
         try:
             os.chmod(os.path.dirname(path), 0o700)
@@ -296,12 +297,18 @@ def _wipe(
             else: func(path)
         except OSError: pass
     clean = True
+    keep = [k.rstrip('/') for k in keep]
+    dirs = list(dirs)
     for d in dirs:
         try: names = os.listdir(d)
         except FileNotFoundError: continue
         except OSError: clean = False; continue
         for n in names:
             p = os.path.join(d, n)
+            if p in keep: continue
+            if any(k.startswith(p + '/') for k in keep):   # an ancestor of a bind: clear what else it holds
+                if os.path.isdir(p) and not os.path.islink(p): dirs.append(p)
+                continue
             try:
                 if os.path.isdir(p) and not os.path.islink(p): shutil.rmtree(p, onerror=fix)
                 else: os.unlink(p)
@@ -396,7 +403,7 @@ def _finish_job(
         try: os.waitpid(pid, 0)
         except ChildProcessError: pass
     clean = _sweep(cfg['pidns'])
-    return _wipe(cfg['wipe'], remove_self=[jobdir]) and clean
+    return _wipe(cfg['wipe'], remove_self=[jobdir], keep=cfg.get('keep', ())) and clean
 
 # %% ../nbs/06_sandbox.ipynb #f34d0916
 def _zygote_main(
@@ -600,6 +607,10 @@ def sandbox_command(
         elif os.path.isdir(d): a += ['--ro-bind', d, d]
     a += ['--perms', '0755', '--dir', '/etc']                # bwrap would make it 0700: unreadable after the drop
     for f in _ETC: a += ['--ro-bind-try', f'/etc/{f}', f'/etc/{f}']
+    # the private /tmp and /dev/shm come before the interpreter binds: an interpreter or venv that lives under /tmp
+    # (a checkout in /tmp) is then bound inside the tmpfs instead of being hidden by it
+    a += ['--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/tmp',
+          '--dev', '/dev', '--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/dev/shm']  # POSIX semaphores
     made = set()
     for p in _python_dirs():
         parts = Path(p).parts
@@ -607,8 +618,7 @@ def sandbox_command(
             anc = str(Path(*parts[:k]))
             if anc not in made: made.add(anc); a += ['--perms', '0755', '--dir', anc]
         a += ['--ro-bind', p, p]
-    a += ['--proc', '/proc', '--dev', '/dev', '--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/tmp',
-          '--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/dev/shm',      # POSIX semaphores (multiprocessing)
+    a += ['--proc', '/proc',
           '--remount-ro', '/dev', '--remount-ro', '/',               # only /tmp and /dev/shm are writable (wiped per program)
           '--chdir', '/tmp', '--clearenv']
     for k, v in env.items(): a += ['--setenv', k, v]
@@ -675,6 +685,8 @@ class _Worker:
         cfg = {'ctl_fd': child.fileno(), 'drop_to': sb._drop_to, 'pidns': sb.isolation != 'limits',
                'workroot': '/tmp' if sb.isolation == 'bwrap' else sb._workroot,
                'wipe': ['/tmp', '/dev/shm'] if sb.isolation == 'bwrap' else [],
+               # interpreter dirs bound inside the private /tmp (e.g. a checkout under /tmp): never wiped
+               'keep': [p for p in _python_dirs() if p.startswith(('/tmp/', '/dev/shm/'))] if sb.isolation == 'bwrap' else [],
                'preload': list(sb.preload), 'extra_path': [p for p in sys.path if os.path.isdir(p) and p in sb._site_dirs]}
         argv, env = sandbox_command(sb.isolation, sb.cpus, sb.tmp_mb, cfg, drop_caps=sb._drop_to is not None)
         if sb._cg_bases:
