@@ -80,9 +80,10 @@ def realised_token_diagnostics(
     K = token_logprobs.shape[0]
     with torch.no_grad():
         ell = token_logprobs.to(torch.float64 if token_logprobs.dtype == torch.float64 else torch.float32)   # (K, T)
-        d = ell - ell.amax(0)                                      # (K, T) <= 0, all exactly 0 when members agree
+        top = ell.amax(0)                                          # (T,) max_k l_k
+        d = ell - top                                              # (K, T) <= 0, all exactly 0 when members agree
         log_mean = d.exp().sum(0).div_(K).log_()                   # (T,) log mean_k e^{d_k} in [-log K, 0]
-        predictive_entropy = torch.special.entr((log_mean + ell.amax(0)).exp())   # (T,) -p_bar log p_bar
+        predictive_entropy = torch.special.entr((log_mean + top).exp())   # (T,) -p_bar log p_bar
         rmi = (log_mean - d.sum(0).div_(K)).clamp_min_(0.0)       # (T,) Jensen gap, >= 0 up to rounding
         variance = d.var(0, correction=1) if K > 1 and d.shape[1] else torch.zeros_like(log_mean)   # (T,) unbiased; shift-invariant
     return predictive_entropy, rmi, variance
