@@ -455,32 +455,35 @@ FAMILIES: dict[str, tuple[str, ...]] = {t: tuple(dict.fromkeys(r.family for r in
                                         for t, rs in RULES.items()}
 
 
-def _task_rules(task: str) -> tuple[Rule, ...]:
-    "The ordered rules of `task`, or a clear error listing the valid tasks."
+def _task_key(task: str) -> str:
+    "The key of `task` in `RULES` (case and spaces ignored), or a clear error listing the valid tasks."
     if not isinstance(task, str): raise TypeError(f'task must be a str, got {type(task).__name__}')
     key = task.strip().lower()
     if key not in RULES: raise ValueError(f'unknown task {task!r}; valid tasks: {", ".join(RULES)}')
-    return RULES[key]
+    return key
+
+
+def _task_features(task: str, code: str) -> tuple[str, CodeFeatures]:
+    "The key of `task` and the features of `code`; `code` is type-checked first (a list would fail in the cache as 'unhashable')."
+    key = _task_key(task)
+    if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')
+    return key, code_features(code)
 
 
 def label_family(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                  code: str, # the program (the extracted code of a rollout; '' when it has none)
                 ) -> str:
     "The family of the first rule of `task` that matches `code`, else 'other' (paper §4 setup)."
-    rules = _task_rules(task)
-    if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')
-    f = code_features(code)
-    return next((r.family for r in rules if r.test(f)), 'other')
+    key, f = _task_features(task, code)
+    return next((r.family for r in RULES[key] if r.test(f)), 'other')
 
 # %% ../nbs/07_families.ipynb #379ec992
 def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                       code: str, # the program
                      ) -> tuple[str, ...]:
     "Every family of `task` with a rule that matches `code`, in rule order (the first is `label_family`'s answer)."
-    rules = _task_rules(task)
-    if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')
-    f = code_features(code)
-    return tuple(dict.fromkeys(r.family for r in rules if r.test(f)))
+    key, f = _task_features(task, code)
+    return tuple(dict.fromkeys(r.family for r in RULES[key] if r.test(f)))
 
 # %% ../nbs/07_families.ipynb #8fdf0a61
 WINNING_MOTIFS: dict[str, tuple[str, ...]] = {
@@ -495,17 +498,15 @@ def has_winning_motif(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                       code: str, # the program
                      ) -> bool:
     "Whether `code` contains the paper's winning motif of `task` (Table 3), i.e. one of its `WINNING_MOTIFS` rules matches."
-    rules = _task_rules(task)
-    if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')
-    f = code_features(code)
-    return any(r.test(f) for r in rules if r.name in WINNING_MOTIFS[task.strip().lower()])
+    key, f = _task_features(task, code)
+    return any(r.test(f) for r in RULES[key] if r.name in WINNING_MOTIFS[key])
 
 # %% ../nbs/07_families.ipynb #50574b23
 def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                      ) -> str:
     "The ordered rules of `task` as a markdown table: #, rule, family, what it matches."
     rows = [f'| {i} | `{r.name}` | `{r.family}` | {r.description.replace("|", "/")} |'
-            for i, r in enumerate(_task_rules(task), 1)]
+            for i, r in enumerate(RULES[_task_key(task)], 1)]
     return '\n'.join(['| # | rule | family | matches |', '|---|---|---|---|', *rows,
                       f'| {len(rows) + 1} | | `other` | anything else |'])
 
