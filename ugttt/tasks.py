@@ -80,15 +80,13 @@ def full_convolution(
 
 # %% ../nbs/05_tasks.ipynb #aa0268f1
 def clipped_heights(
-    heights,                      # untrusted step heights: list / tuple / np.ndarray of real numbers
-    sum_before_cap: bool = False, # AC2 checks the total before the 1000 cap, AC1 after it (reference order)
-) -> np.ndarray:                  # (n,) float64 in [0, 1000] with total >= 0.01
+    heights,      # untrusted step heights: list / tuple / np.ndarray of real numbers
+) -> np.ndarray:  # (n,) float64 in [0, 1000] with total >= 0.01
     "Step heights as the reference scores them: negatives clipped to 0, capped at 1000, a total below 0.01 rejected."
-    a = np.maximum(as_float_array(heights), 0.0)
-    if not sum_before_cap: a = np.minimum(a, 1000.0)
-    with np.errstate(over="ignore"): total = float(np.sum(a))      # uncapped huge entries may sum to inf: fine
+    a = np.minimum(np.maximum(as_float_array(heights), 0.0), 1000.0)
+    total = float(np.sum(a))
     if total < 0.01: raise ValueError(f"the heights sum to {total:.3g} (< 0.01) after clipping negatives to 0")
-    return np.minimum(a, 1000.0)
+    return a
 
 # %% ../nbs/05_tasks.ipynb #f09e2056
 def c1_upper_bound(
@@ -103,7 +101,7 @@ def c2_lower_bound(
     heights,   # step heights on n equal sub-intervals (list / tuple / array); the support length cancels
 ) -> float:    # C2 = ||f*f||_2^2 / (||f*f||_1 ||f*f||_inf), higher is better
     "AC2 bound C2 with the exact piecewise-linear L2 norm of f∗f (benchmarks.md §2); ValueError when the heights are invalid."
-    a = clipped_heights(heights, sum_before_cap=True)
+    a = clipped_heights(heights)
     b = full_convolution(a, a)                   # (M,) knot values of f*f, M = 2n - 1
     y = np.concatenate(([0.0], b, [0.0]))        # (M + 2,) f*f vanishes at both ends of its support
     h = 1.0 / (len(b) + 1)                       # knot spacing on a support of length 1
@@ -214,7 +212,7 @@ def score_ac1(result, strict: bool = False) -> Score:
 # %% ../nbs/05_tasks.ipynb #b840b394
 def score_ac2(result, strict: bool = False) -> Score:
     "Score AC2 heights returned by construct_function(): bound C2, reward C2."
-    try: a = clipped_heights(result, sum_before_cap=True); c2 = c2_lower_bound(a)
+    try: a = clipped_heights(result); c2 = c2_lower_bound(a)
     except ValueError as e: return Score(False, None, 0.0, f"invalid heights: {e}")
     return Score(True, c2, c2, None, a.tolist())
 
