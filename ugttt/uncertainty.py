@@ -170,7 +170,6 @@ def ensemble_token_scores(
                 raise ValueError(f"a realised token in positions [{s}, {e}) has probability 0 (-inf logit) under some member")
             token_logprobs[:, s:e] = ell
             token_mi[s:e] = _mi_from_logprobs_(logp, scratch)             # consumes logp
-        del buf_logp, buf_scratch
         predictive_entropy, rmi, variance = realised_token_diagnostics(token_logprobs)
     return EnsembleTokenScores(token_logprobs, token_mi, predictive_entropy, rmi, variance)
 
