@@ -4,6 +4,7 @@
 
 # %% ../nbs/05_tasks.ipynb #5a3536f1
 from __future__ import annotations
+import functools
 import inspect
 import math
 import re
@@ -273,6 +274,7 @@ def extract_program(
     return (blocks[-1] if blocks else text).strip()
 
 # %% ../nbs/05_tasks.ipynb #bf1ead11
+@functools.cache                 # built once per task (see above)
 def verifier_source(
     task,                      # a Task: its `helpers` are the verifier functions, `aliases` extra lines
 ) -> str:                      # Python source, self-contained given `import numpy as np` and `import math`
