@@ -19,6 +19,12 @@ def sb():
     s.close()
 
 
+def _read(path: str) -> str:
+    "A /proc file's text, or '' when its process exited since /proc was listed."
+    try: return Path(path).read_text(errors='ignore')
+    except OSError: return ''
+
+
 def _alive(pid: int) -> bool:
     try: return Path(f'/proc/{pid}/stat').read_text().split(') ')[1][0] != 'Z'
     except OSError: return False
@@ -203,7 +209,7 @@ def test_killing_the_caller_kills_its_sandbox(mode):
         tag = f'/w{p.pid}-'
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            left = [d for d in os.listdir('/proc') if d.isdigit() and tag in Path(f'/proc/{d}/cgroup').read_text(errors='ignore')]
+            left = [d for d in os.listdir('/proc') if d.isdigit() and tag in _read(f'/proc/{d}/cgroup')]
             if not left: break
             time.sleep(0.05)
         assert not left
