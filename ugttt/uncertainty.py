@@ -17,6 +17,13 @@ from torch.utils.checkpoint import checkpoint
 __all__ = ['token_mutual_information', 'realised_token_diagnostics', 'EnsembleTokenScores', 'ensemble_token_scores',
            'chunked_token_logprobs', 'top_frac_count', 'top_frac_mean']
 
+# %% ../nbs/01_uncertainty.ipynb #3e739046
+def _compute_dtype(
+    dtype: torch.dtype, # dtype of the input (logits, log-probs or hidden states)
+) -> torch.dtype: # float64 for float64 input, float32 otherwise
+    "The working dtype of this module: float64 stays float64, everything else is computed in float32."
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
 # %% ../nbs/01_uncertainty.ipynb #f9a0aac7
 def _log_softmax_(
     x: Tensor, # (..., V) logits, float32/64; OVERWRITTEN with the log-probabilities
@@ -57,9 +64,9 @@ def token_mutual_information(
     if K < 1: raise ValueError("logits need at least one ensemble member (K >= 1), got K = 0")
     if V < 1: raise ValueError("logits need a non-empty vocabulary (V >= 1), got V = 0")
     with torch.no_grad():
-        logp = logits.to(torch.float64 if logits.dtype == torch.float64 else torch.float32, copy=True)   # (K, T, V) own copy
-        scratch = torch.empty_like(logp)                                                              # (K, T, V)
-        rowmax = _log_softmax_(logp, scratch)                                                         # (K, T, 1)
+        logp = logits.to(_compute_dtype(logits.dtype), copy=True)   # (K, T, V) own copy
+        scratch = torch.empty_like(logp)                            # (K, T, V)
+        rowmax = _log_softmax_(logp, scratch)                       # (K, T, 1)
         if not torch.isfinite(rowmax).all():
             if torch.isnan(logits).any(): raise ValueError("logits contain NaN")
             if torch.isposinf(logits).any(): raise ValueError("logits contain +inf")
@@ -79,7 +86,7 @@ def realised_token_diagnostics(
     if not torch.isfinite(token_logprobs).all(): raise ValueError("token_logprobs must be finite (a -inf log-prob makes the gap and the variance infinite)")
     K = token_logprobs.shape[0]
     with torch.no_grad():
-        ell = token_logprobs.to(torch.float64 if token_logprobs.dtype == torch.float64 else torch.float32)   # (K, T)
+        ell = token_logprobs.to(_compute_dtype(token_logprobs.dtype))   # (K, T)
         top = ell.amax(0)                                          # (T,) max_k l_k
         d = ell - top                                              # (K, T) <= 0, all exactly 0 when members agree
         log_mean = d.exp().sum(0).div_(K).log_()                   # (T,) log mean_k e^{d_k} in [-log K, 0]
@@ -147,7 +154,7 @@ def ensemble_token_scores(
     "Realised-token log-probs, MI (Eq. 2) and diagnostics with the LM head applied chunk_size positions at a time; naive equivalent: `lp = F.linear(hidden, weight, bias).float().log_softmax(-1); lp.gather(-1, tokens.expand(K, -1)[..., None])[..., 0], token_mutual_information(F.linear(hidden, weight, bias))`."
     _check_lm_head_inputs(hidden, weight, tokens, chunk_size, bias, ndim=3)
     K, T, _ = hidden.shape
-    cdt = torch.float64 if hidden.dtype == torch.float64 else torch.float32
+    cdt = _compute_dtype(hidden.dtype)
     tokens = tokens.long()
     V, dev = weight.shape[0], hidden.device
     token_logprobs = torch.empty(K, T, dtype=cdt, device=dev)             # (K, T)
@@ -196,7 +203,7 @@ def chunked_token_logprobs(
     "Differentiable realised-token log-probs with the LM head applied chunk by chunk and recomputed in backward; naive equivalent: `F.linear(hidden, weight, bias).float().log_softmax(-1).gather(-1, tokens[:, None])[:, 0]`."
     _check_lm_head_inputs(hidden, weight, tokens, chunk_size, bias, ndim=2)
     T = hidden.shape[0]
-    cdt = torch.float64 if hidden.dtype == torch.float64 else torch.float32
+    cdt = _compute_dtype(hidden.dtype)
     tokens = tokens.long()
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (hidden, weight, bias))
     parts = []
