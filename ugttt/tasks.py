@@ -333,12 +333,16 @@ def evaluate_program(
     if not s.valid: return failed(f"invalid result: {s.reason}", stdout)
     return Evaluation(s.reward, s.bound, True, None, stdout, s.construction, code, time.perf_counter() - start)
 
-# %% ../nbs/05_tasks.ipynb #c82b7b64
-def _tail(text: str, n: int = STDOUT_TAIL_CHARS) -> str:
+# %% ../nbs/05_tasks.ipynb #9660a469
+def _tail(
+    text: str | None,            # a program's captured output
+    n: int = STDOUT_TAIL_CHARS,  # characters to keep
+) -> str:
     "The last n characters of stripped text, with a marker when something was cut."
     text = (text or "").strip()
     return text if len(text) <= n else "[... earlier output truncated ...]\n" + text[-n:]
 
+# %% ../nbs/05_tasks.ipynb #d6b47422
 def chat_prompt(
     task,                          # a Task
     parent: State | None = None,   # the parent state; None is the empty root
