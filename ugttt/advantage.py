@@ -35,6 +35,18 @@ def group_tensor(
     if not torch.isfinite(t).all(): raise ValueError(f"{name} must be finite, got {t.tolist()}")
     return t
 
+# %% ../nbs/02_advantage.ipynb #27c56bb5
+def _nonneg_scalar(
+    value,                   # a real number: Python, NumPy or a 0-d tensor
+    name: str,               # argument name used in error messages
+    positive: bool = False,  # require > 0 instead of >= 0
+) -> float:
+    "Validate a finite scalar that must be >= 0 (or > 0) and return it as a float."
+    v = float(value)
+    if not (math.isfinite(v) and (v > 0 if positive else v >= 0)):
+        raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {v}")
+    return v
+
 # %% ../nbs/02_advantage.ipynb #486601a4
 def is_constant_group(
     rewards,  # (G,) execution rewards R_exec of one group (not reward + MI; spec §8.2)
@@ -50,8 +62,7 @@ def kl_to_uniform(
 ) -> Tensor:      # () float64, KL(q_beta || Unif) in nats
     "KL divergence of the entropic softmax q_beta ∝ exp(beta·r) from the uniform distribution (paper Eq. 10, left side)."
     r = group_tensor(rewards, "rewards", min_size=1)
-    beta = float(beta)
-    if not (math.isfinite(beta) and beta >= 0): raise ValueError(f"beta must be finite and >= 0, got {beta}")
+    beta = _nonneg_scalar(beta, "beta")
     log_q = torch.log_softmax(beta * (r - r.max()), dim=0)  # (G,)
     log_gq = log_q + math.log(r.numel())                     # (G,) log(G q_i): exactly 0 where q is uniform
     q = log_q.exp()
@@ -86,8 +97,7 @@ def loo_advantages(
 ) -> Tensor:              # (G,) float64 advantages A_i = w_i - 1, each in [-1, w_max - 1]
     "Leave-one-out entropic advantages A_i = w_i - 1, max-shifted and with w_i capped at w_max (paper Eq. 11)."
     r = group_tensor(rewards, "rewards", min_size=2)
-    beta = float(beta)
-    if not (math.isfinite(beta) and beta >= 0): raise ValueError(f"beta must be finite and >= 0, got {beta}")
+    beta = _nonneg_scalar(beta, "beta")
     if not (w_max >= 1): raise ValueError(f"w_max must be >= 1, got {w_max}")
     G = r.numel()
     d = beta * (r - r.max())                                              # (G,) <= 0, the max has d = 0
@@ -107,11 +117,8 @@ def gamma_eff(
     gamma_max: float = 10.0,  # safety clip on beta/beta_ref, >= 0
 ) -> float:
     "Beta-coupled exploration gain alpha·min(beta/beta_ref, gamma_max) (paper Eq. 5)."
-    beta, alpha, beta_ref, gamma_max = float(beta), float(alpha), float(beta_ref), float(gamma_max)
-    if not (math.isfinite(beta) and beta >= 0): raise ValueError(f"beta must be finite and >= 0, got {beta}")
-    if not (math.isfinite(alpha) and alpha >= 0): raise ValueError(f"alpha must be finite and >= 0, got {alpha}")
-    if not (math.isfinite(beta_ref) and beta_ref > 0): raise ValueError(f"beta_ref must be finite and > 0, got {beta_ref}")
-    if not (math.isfinite(gamma_max) and gamma_max >= 0): raise ValueError(f"gamma_max must be finite and >= 0, got {gamma_max}")
+    beta, alpha = _nonneg_scalar(beta, "beta"), _nonneg_scalar(alpha, "alpha")
+    beta_ref, gamma_max = _nonneg_scalar(beta_ref, "beta_ref", positive=True), _nonneg_scalar(gamma_max, "gamma_max")
     return alpha * min(beta / beta_ref, gamma_max)
 
 # %% ../nbs/02_advantage.ipynb #464b74d6
