@@ -217,12 +217,21 @@ def score_ac2(result, strict: bool = False) -> Score:
     except ValueError as e: return Score(False, None, 0.0, f"invalid heights: {e}")
     return Score(True, c2, c2, None, a.tolist())
 
-# %% ../nbs/05_tasks.ipynb #cae96a00
+# %% ../nbs/05_tasks.ipynb #17530947
+def _triple_problem(
+    result,          # what the entry point returned (untrusted)
+    expected: str,   # the expected return, e.g. "run() must return (h_values, c5_bound, n_points)"
+) -> str | None:     # why `result` is not a list or tuple of 3 parts; None when it is
+    "The reason `result` is not a list or tuple of three parts, or None."
+    if type(result) not in (list, tuple): return f"{expected}, got {type(result).__name__}"
+    if len(result) != 3: return f"{expected}, got {type(result).__name__} of length {len(result)}"
+    return None
+
+# %% ../nbs/05_tasks.ipynb #3c1b40dc
 def score_cp26(result, strict: bool = False) -> Score:
     "Score CP26 (centers, radii, sum_radii) from run_packing(): bound = reward = recomputed sum of radii; tolerance 0 if strict."
-    if type(result) not in (list, tuple) or len(result) != 3:
-        return Score(False, None, 0.0, f"run_packing() must return (centers, radii, sum_radii), got {type(result).__name__}"
-                     + (f" of length {len(result)}" if type(result) in (list, tuple) else ""))
+    if problem := _triple_problem(result, "run_packing() must return (centers, radii, sum_radii)"):
+        return Score(False, None, 0.0, problem)
     try:
         total = validate_packing(result[0], result[1], tol=0.0 if strict else CP26_TOLERANCE)
         circles = np.column_stack([as_float_array(result[0], ndim=2), as_float_array(result[1])])   # (26, 3)
@@ -232,9 +241,8 @@ def score_cp26(result, strict: bool = False) -> Score:
 # %% ../nbs/05_tasks.ipynb #910a90ff
 def score_erdos(result, strict: bool = False) -> Score:
     "Score Erdős (h_values, c5_bound, n_points) from run(): bound = C5 recomputed from h, reward 1/C5; a disagreeing report is invalid."
-    if type(result) not in (list, tuple) or len(result) != 3:
-        return Score(False, None, 0.0, f"run() must return (h_values, c5_bound, n_points), got {type(result).__name__}"
-                     + (f" of length {len(result)}" if type(result) in (list, tuple) else ""))
+    if problem := _triple_problem(result, "run() must return (h_values, c5_bound, n_points)"):
+        return Score(False, None, 0.0, problem)
     try:
         c5 = verify_c5_solution(*result)
         h = overlap_step_function(result[0], result[2])
