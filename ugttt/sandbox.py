@@ -876,12 +876,15 @@ class Sandbox:
     def _popen(self, argv: list, **kw) -> subprocess.Popen:
         fut = Future(); self._spawn_q.put((argv, kw, fut)); return fut.result()
 
-    def _replenish(self) -> None:
-        "Start one worker in the background; it joins the idle pool when ready."
-        with self._cond:
-            if self._closed or len(self._all) + self._starting >= self.workers: return
-            self._starting += 1
+    def _grow(self) -> None:
+        "With the lock held: start one worker in the background if fewer than `workers` exist; it joins the idle pool when ready."
+        if self._closed or len(self._all) + self._starting >= self.workers: return
+        self._starting += 1
         threading.Thread(target=self._start_worker, daemon=True).start()
+
+    def _replenish(self) -> None:
+        "Start one worker in the background if fewer than `workers` exist."
+        with self._cond: self._grow()
 
     def _start_worker(self) -> None:
         w = _Worker(self, len(self._all) + self._starting)
@@ -902,9 +905,7 @@ class Sandbox:
                 if self._start_error is not None and self._starting == 0 and not self._all:
                     err, self._start_error = self._start_error, None
                     raise RuntimeError(str(err)) from err
-                if len(self._all) + self._starting < self.workers:
-                    self._starting += 1
-                    threading.Thread(target=self._start_worker, daemon=True).start()
+                self._grow()
                 self._cond.wait(timeout=1.0)
 
     def _release(self, w: _Worker) -> None:
@@ -943,16 +944,14 @@ class Sandbox:
     def warm(self, timeout_s: float = 120.0) -> 'Sandbox':
         "Block until all `workers` zygotes are started and idle (RuntimeError if one cannot start)."
         end = time.monotonic() + timeout_s
-        self._replenish()
         with self._cond:
+            self._grow()                                       # a fresh try first, even after an earlier start failed
             while len(self._idle) < self.workers:
                 if self._closed: raise RuntimeError('this Sandbox is closed')
                 if self._start_error is not None and self._starting == 0:
                     err, self._start_error = self._start_error, None
                     raise RuntimeError(str(err)) from err
-                if len(self._all) + self._starting < self.workers:
-                    self._starting += 1
-                    threading.Thread(target=self._start_worker, daemon=True).start()
+                self._grow()
                 if time.monotonic() > end: raise TimeoutError(f'sandbox workers not ready after {timeout_s} s')
                 self._cond.wait(timeout=0.5)
         return self
