@@ -13,6 +13,7 @@ import json
 import math
 import platform
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from pathlib import Path
@@ -702,6 +703,22 @@ def generate_programs(
             out.append({"task": task, "template": names[i % len(names)], "code": code})
     return out
 
+# %% ../nbs/12_toy.ipynb #a2648ae9
+def _evaluate_at_root(
+    jobs: list[tuple[str, str]],   # (task name, program text) pairs
+    budget_s: float = 10.0,        # per-program wall-clock budget
+    sandbox=None,                  # a ugttt.sandbox.Sandbox; default: the process-wide default_sandbox()
+    workers: int = 2,              # programs evaluated concurrently
+) -> list:                         # one Evaluation per job, in order
+    "Evaluate each program with Task.evaluate, its task's root state as the parent, `workers` at a time."
+    roots = {t: get_task(t).initial_state() for t in {t for t, _ in jobs}}
+
+    def one(job):
+        t, code = job
+        return get_task(t).evaluate(code, roots[t], budget_s, sandbox)
+
+    with ThreadPoolExecutor(max(1, workers)) as pool: return list(pool.map(one, jobs))
+
 # %% ../nbs/12_toy.ipynb #6f40325c
 def _worse_than_best(task, bound: float) -> bool:
     "Whether `bound` is strictly worse than the task's best-known value."
@@ -715,12 +732,7 @@ def score_programs(
     workers: int = 2,            # programs evaluated concurrently
 ) -> list[dict]:                 # the kept programs with "bound", "reward", "elapsed_s", "family" added
     "Run each program once through Task.evaluate (root parent) and keep those correct and below the best-known value."
-    roots = {t: get_task(t).initial_state() for t in {p["task"] for p in programs}}
-
-    def one(p):
-        return get_task(p["task"]).evaluate(p["code"], roots[p["task"]], budget_s, sandbox)
-
-    with ThreadPoolExecutor(max(1, workers)) as pool: evals = list(pool.map(one, programs))
+    evals = _evaluate_at_root([(p["task"], p["code"]) for p in programs], budget_s, sandbox, workers)
     kept = []
     for p, e in zip(programs, evals):
         if e.correct and _worse_than_best(get_task(p["task"]), e.bound):
@@ -1030,21 +1042,15 @@ def quality_report(
     report = {}
     for name in tasks:
         task = get_task(name)
-        root = task.initial_state()
-        texts = sample_programs(model, tokenizer, task.prompt(root, style="compact"), n, temperature,
+        texts = sample_programs(model, tokenizer, task.prompt(task.initial_state(), style="compact"), n, temperature,
                                 batch_size=batch_size, seed=seed)
-        with ThreadPoolExecutor(max(1, workers)) as pool:
-            evals = list(pool.map(lambda t: task.evaluate(t, root, budget_s, sandbox), texts))
-        good = [(t, e) for t, e in zip(texts, evals) if e.correct and e.reward > 0]
-        labels = [label_family(name, e.code) for _, e in good]
-        bounds = [e.bound for _, e in good]
+        evals = _evaluate_at_root([(name, t) for t in texts], budget_s, sandbox, workers)
+        good = [e for e in evals if e.correct and e.reward > 0]
+        labels = [label_family(name, e.code) for e in good]
+        bounds = [e.bound for e in good]
         best = (min(bounds) if task.direction == "min" else max(bounds)) if bounds else None
-        families = dict(sorted({f: labels.count(f) for f in set(labels)}.items(), key=lambda kv: -kv[1]))
-        errors = {}
-        for e in evals:
-            if not e.correct:
-                key = (e.error or "?").split(":")[0][:40]
-                errors[key] = errors.get(key, 0) + 1
+        families = dict(Counter(labels).most_common())                      # most frequent first, ties by first seen
+        errors = dict(Counter((e.error or "?").split(":")[0][:40] for e in evals if not e.correct))
         r = {"n": n, "correct": len(good), "valid_frac": len(good) / n if n else 0.0, "families": families,
              "n_families": len(families), "entropy_bits": family_entropy(labels), "best": best,
              "best_known": task.best_known, "direction": task.direction,
