@@ -204,14 +204,20 @@ class State:
     stdout: str = ""                   # the program's output, shown (tail) in the next prompt
 
 # %% ../nbs/05_tasks.ipynb #9d12812f
-def score_ac1(result, strict: bool = False) -> Score:
+def score_ac1(
+    result,                # what propose_candidate() returned: step heights (list / tuple / array)
+    strict: bool = False,  # no effect: AC1 has no tolerance to tighten
+) -> Score:
     "Score AC1 heights returned by propose_candidate(): bound C1, reward 1/C1."
     try: a = clipped_heights(result); c1 = c1_upper_bound(a)
     except ValueError as e: return Score(False, None, 0.0, f"invalid heights: {e}")
     return Score(True, c1, 1.0 / c1, None, a.tolist())
 
 # %% ../nbs/05_tasks.ipynb #b840b394
-def score_ac2(result, strict: bool = False) -> Score:
+def score_ac2(
+    result,                # what construct_function() returned: step heights (list / tuple / array)
+    strict: bool = False,  # no effect: AC2 has no tolerance to tighten
+) -> Score:
     "Score AC2 heights returned by construct_function(): bound C2, reward C2."
     try: a = clipped_heights(result); c2 = c2_lower_bound(a)
     except ValueError as e: return Score(False, None, 0.0, f"invalid heights: {e}")
@@ -228,7 +234,10 @@ def _triple_problem(
     return None
 
 # %% ../nbs/05_tasks.ipynb #3c1b40dc
-def score_cp26(result, strict: bool = False) -> Score:
+def score_cp26(
+    result,                # what run_packing() returned: (centers (26, 2), radii (26,), sum_radii)
+    strict: bool = False,  # tolerance 0 instead of CP26_TOLERANCE
+) -> Score:
     "Score CP26 (centers, radii, sum_radii) from run_packing(): bound = reward = recomputed sum of radii; tolerance 0 if strict."
     if problem := _triple_problem(result, "run_packing() must return (centers, radii, sum_radii)"):
         return Score(False, None, 0.0, problem)
@@ -239,7 +248,10 @@ def score_cp26(result, strict: bool = False) -> Score:
     return Score(True, total, total, None, circles.tolist())
 
 # %% ../nbs/05_tasks.ipynb #910a90ff
-def score_erdos(result, strict: bool = False) -> Score:
+def score_erdos(
+    result,                # what run() returned: (h_values, c5_bound, n_points)
+    strict: bool = False,  # no effect: the Erdős checks have no tolerance to tighten
+) -> Score:
     "Score Erdős (h_values, c5_bound, n_points) from run(): bound = C5 recomputed from h, reward 1/C5; a disagreeing report is invalid."
     if problem := _triple_problem(result, "run() must return (h_values, c5_bound, n_points)"):
         return Score(False, None, 0.0, problem)
