@@ -258,21 +258,29 @@ def _descendants(
             out += kids; todo += kids
     return out
 
-# %% ../nbs/06_sandbox.ipynb #2a25c6e5
+# %% ../nbs/06_sandbox.ipynb #6793ae07
+def _kill_all(
+    pidns: bool,            # in our own pid namespace: kill(-1) reaches exactly the sandbox
+    pid: int | None = None, # the program's process, not yet reaped: also killed with its process group
+) -> None:
+    "SIGKILL every process of the sandbox but the zygote: kill(-1) in a pid namespace, else our descendants."
+    targets = [-1] if pidns else [*([pid] if pid is not None else []), *_descendants(os.getpid())]
+    for p in targets:
+        try: os.kill(p, signal.SIGKILL)
+        except OSError: pass
+    if not pidns and pid is not None:
+        try: os.killpg(pid, signal.SIGKILL)
+        except OSError: pass
+
+# %% ../nbs/06_sandbox.ipynb #f1203590
 def _sweep(
-    pidns: bool,          # the zygote is in its own pid namespace: kill(-1) reaches exactly the sandbox
-    timeout_s: float = 2.0,
+    pidns: bool,            # the zygote is in its own pid namespace: kill(-1) reaches exactly the sandbox
+    timeout_s: float = 2.0, # give up (and report the worker unclean) after this long
 ) -> bool:
     "Kill and reap every process the program left behind; True when none remains."
     me, end = os.getpid(), time.monotonic() + timeout_s
     while True:
-        if pidns:
-            try: os.kill(-1, signal.SIGKILL)
-            except OSError: pass
-        else:
-            for p in _descendants(me):
-                try: os.kill(p, signal.SIGKILL)
-                except OSError: pass
+        _kill_all(pidns)
         while True:                                             # reap (orphans are ours: we are a subreaper)
             try: pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError: break
@@ -283,7 +291,7 @@ def _sweep(
         if time.monotonic() > end: return False
         time.sleep(0.001)
 
-# %% ../nbs/06_sandbox.ipynb #6b2722a8
+# %% ../nbs/06_sandbox.ipynb #822308ef
 def _wipe(
     dirs: list,      # directories whose contents must go (the job dir; /tmp and /dev/shm inside bwrap)
     remove_self: list = (),  # directories to remove entirely
@@ -319,7 +327,7 @@ def _wipe(
         if os.path.lexists(d): clean = False
     return clean
 
-# %% ../nbs/06_sandbox.ipynb #580b8700
+# %% ../nbs/06_sandbox.ipynb #38ef37bf
 def _fork_spare(
     cfg: dict, # the zygote's configuration
 ) -> tuple:
@@ -333,21 +341,7 @@ def _fork_spare(
     theirs.close()
     return pid, mine, jobdir
 
-# %% ../nbs/06_sandbox.ipynb #e9fce7e8
-def _kill_all(
-    pid: int,    # the program's process
-    pidns: bool, # in our own pid namespace: kill(-1) reaches exactly the sandbox
-) -> None:
-    "SIGKILL the program and everything it started."
-    targets = [-1] if pidns else [pid, *_descendants(os.getpid())]
-    for p in targets:
-        try: os.kill(p, signal.SIGKILL)
-        except OSError: pass
-    if not pidns:
-        try: os.killpg(pid, signal.SIGKILL)
-        except OSError: pass
-
-# %% ../nbs/06_sandbox.ipynb #38ef37bf
+# %% ../nbs/06_sandbox.ipynb #2c00faab
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
     job: dict,
@@ -380,7 +374,7 @@ def _zygote_job(
     elapsed = time.monotonic() - t0
     jsock.close()
     if pidfd is not None: os.close(pidfd)
-    if timed_out or caller_gone or done: _kill_all(pid, cfg['pidns'])
+    if timed_out or caller_gone or done: _kill_all(cfg['pidns'], pid)
     if caller_gone: _finish_job((pid, jobdir), cfg); os._exit(0)
     if timed_out or done: report = {'status': 'timeout' if timed_out else 'exited', 'code': 0 if done else None, 'signal': None}
     else:
@@ -392,7 +386,7 @@ def _zygote_job(
     report['elapsed'] = elapsed
     return report, (pid, jobdir)
 
-# %% ../nbs/06_sandbox.ipynb #2c00faab
+# %% ../nbs/06_sandbox.ipynb #b92335b5
 def _finish_job(
     pending: tuple, # (pid still to reap or None, the job's work directory)
     cfg: dict,
@@ -405,7 +399,7 @@ def _finish_job(
     clean = _sweep(cfg['pidns'])
     return _wipe(cfg['wipe'], remove_self=[jobdir], keep=cfg.get('keep', ())) and clean
 
-# %% ../nbs/06_sandbox.ipynb #f34d0916
+# %% ../nbs/06_sandbox.ipynb #75d245d5
 def _zygote_main(
     cfg: dict, # ctl_fd, drop_to, pidns, workroot, wipe, preload, extra_path
 ) -> None:
@@ -447,7 +441,7 @@ def _zygote_main(
     except BaseException:
         os._exit(2)
 
-# %% ../nbs/06_sandbox.ipynb #558fade2
+# %% ../nbs/06_sandbox.ipynb #74488b48
 def _cgroup_bases() -> dict:
     "Where this process may create per-worker cgroups: {'pids': dir, 'memory': dir}, v1 or v2; {} if nowhere."
     found = {}                                         # controller -> (base dir, is_v2)
@@ -488,7 +482,7 @@ def _cgroup_bases() -> dict:
         except OSError: pass
     return out
 
-# %% ../nbs/06_sandbox.ipynb #1d4862ef
+# %% ../nbs/06_sandbox.ipynb #1e212e6d
 class _WorkerCgroups:
     "The pids and memory cgroups of one worker: create with limits, wrap its command, kill everything, remove."
     def __init__(self, bases: dict, name: str, pids_max: int, memory_bytes: int):
@@ -562,7 +556,7 @@ class _WorkerCgroups:
                 except OSError: time.sleep(0.01)
         self.dirs = []
 
-# %% ../nbs/06_sandbox.ipynb #1ac95175
+# %% ../nbs/06_sandbox.ipynb #92244f39
 _ETC = ('ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'passwd', 'group', 'nsswitch.conf', 'hosts',
         'alternatives', 'mime.types', 'os-release')
 _THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_NUM_THREADS',
@@ -581,7 +575,7 @@ def _python_dirs() -> list:
         out.append(p)
     return out
 
-# %% ../nbs/06_sandbox.ipynb #92244f39
+# %% ../nbs/06_sandbox.ipynb #93be60cb
 def sandbox_command(
     mode: str,          # 'bwrap', 'netns' or 'limits'
     cpus: int,          # thread caps for BLAS/OpenMP
@@ -624,7 +618,7 @@ def sandbox_command(
     for k, v in env.items(): a += ['--setenv', k, v]
     return a + ['--'] + py, env
 
-# %% ../nbs/06_sandbox.ipynb #db0288d5
+# %% ../nbs/06_sandbox.ipynb #0475c825
 _PROBES: dict = {}
 _PROBE_ERRORS: dict = {}   # mode -> why its probe failed, quoted in the fallback warning
 _WARNED: set = set()
@@ -665,11 +659,11 @@ def detect_isolation(
                       RuntimeWarning, stacklevel=2)
     return mode
 
-# %% ../nbs/06_sandbox.ipynb #d1ab9e2b
+# %% ../nbs/06_sandbox.ipynb #3da8b762
 class _WorkerLost(Exception):
     "The worker died before the program started: the caller retries on a fresh worker."
 
-# %% ../nbs/06_sandbox.ipynb #3da8b762
+# %% ../nbs/06_sandbox.ipynb #b3378f39
 class _Worker:
     "One warm zygote in its isolation: runs one program at a time; `dead` once killed."
     GRACE_S = 1.5
@@ -794,7 +788,7 @@ class _Worker:
             except subprocess.TimeoutExpired: pass
         if self.cg is not None: self.cg.destroy()
 
-# %% ../nbs/06_sandbox.ipynb #b3378f39
+# %% ../nbs/06_sandbox.ipynb #65123176
 def _check_budget(budget_s) -> float:
     "A wall-clock budget in seconds: a finite number > 0."
     if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real):
@@ -802,7 +796,7 @@ def _check_budget(budget_s) -> float:
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
 
-# %% ../nbs/06_sandbox.ipynb #61a718a8
+# %% ../nbs/06_sandbox.ipynb #411ac793
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 
@@ -978,7 +972,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #1e77536a
+# %% ../nbs/06_sandbox.ipynb #0531f7d9
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 
@@ -990,5 +984,5 @@ def default_sandbox() -> Sandbox:
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
-# %% ../nbs/06_sandbox.ipynb #69d52778
+# %% ../nbs/06_sandbox.ipynb #5c9ba06b
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))
