@@ -999,6 +999,21 @@ def load_default_model(
     model.eval()
     return model, tokenizer
 
+# %% ../nbs/12_toy.ipynb #f71bf9f6
+def _sample(
+    model,                 # a causal LM
+    tokenizer,             # its tokenizer (pad and EOS ids)
+    enc,                   # the tokenizer's output for a batch of prompts: input_ids, attention_mask (B, T)
+    temperature: float,    # sampling temperature
+    max_new_tokens: int,   # per row
+) -> torch.Tensor:         # (B, T_new) the generated ids after the prompt
+    "Pure temperature sampling (top_k=0, top_p=1) continuing `enc`; only the new token ids are returned."
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                             max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id)   # (B, T + T_new)
+    return out[:, enc["input_ids"].shape[1]:]
+
 # %% ../nbs/12_toy.ipynb #c096229f
 def sample_programs(
     model,                       # a causal LM (load_default_model)
@@ -1018,11 +1033,7 @@ def sample_programs(
     for start in range(0, n, batch_size):
         b = min(batch_size, n - start)
         enc = tokenizer([prompt] * b, return_tensors="pt", add_special_tokens=False).to(model.device)
-        with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                                 max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=tokenizer.eos_token_id)
-        texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        texts += tokenizer.batch_decode(_sample(model, tokenizer, enc, temperature, max_new_tokens), skip_special_tokens=True)
     return texts
 
 # %% ../nbs/12_toy.ipynb #e36362fb
@@ -1078,12 +1089,8 @@ def generation_throughput(
         enc = tokenizer([t.prompt(t.initial_state(), style="compact")] * batch_size, return_tensors="pt",
                         add_special_tokens=False).to(model.device)
         start = time.perf_counter()
-        with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                                 max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=tokenizer.eos_token_id)
+        new = _sample(model, tokenizer, enc, 1.0, max_new_tokens)         # (B, T_new)
         seconds += time.perf_counter() - start
-        new = out[:, enc["input_ids"].shape[1]:]                          # (B, T_new)
         ended = (new == tokenizer.eos_token_id).int().cumsum(1) > 0       # (B, T_new) at or after the first EOS
         tokens += int((~ended).sum()) + int(ended.any(1).sum())           # tokens up to and including each EOS
     return {"new_tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "batch_size": batch_size}
