@@ -11,17 +11,28 @@ from torch import Tensor
 # %% auto #0
 __all__ = ['stack_adapters', 'nnm_loss']
 
+# %% ../nbs/03_regularizer.ipynb #361d48d5
+def _check_matrices(
+    mats,        # the argument to check: should be a non-empty list or tuple of 2-D tensors
+    name: str,   # argument name used in error messages
+    shape: str,  # the expected matrix shape, e.g. "(r, d_in)"
+    item: str,   # what one entry is, for the message on an empty list
+) -> None:
+    "Raise a clear TypeError/ValueError unless `mats` is a non-empty list or tuple of 2-D tensors."
+    if isinstance(mats, Tensor) or not isinstance(mats, Sequence):
+        raise TypeError(f"{name} must be a list or tuple of {shape} tensors, got {type(mats).__name__}")
+    if len(mats) == 0: raise ValueError(f"{name} is empty: need at least one {item}")
+    for i, m in enumerate(mats):
+        if not isinstance(m, Tensor): raise TypeError(f"{name}[{i}] must be a tensor, got {type(m).__name__}")
+        if m.dim() != 2: raise ValueError(f"{name}[{i}] must be 2-D {shape}, got shape {tuple(m.shape)}")
+
 # %% ../nbs/03_regularizer.ipynb #2b51da69
 def stack_adapters(
     a_mats: Sequence[Tensor],  # K LoRA down-projections A^(k), each (r, d_in), same shape
 ) -> Tensor:                   # (K*r, d_in) stacked W = [A^(1); ...; A^(K)]
     "Stack the K down-projections of one layer row-wise into W = [A^(1); ...; A^(K)] (paper Eq. 7)."
-    if isinstance(a_mats, Tensor) or not isinstance(a_mats, Sequence):
-        raise TypeError(f"a_mats must be a list or tuple of (r, d_in) tensors, got {type(a_mats).__name__}")
-    if len(a_mats) == 0: raise ValueError("a_mats is empty: need at least one adapter's A matrix")
+    _check_matrices(a_mats, "a_mats", "(r, d_in)", "adapter's A matrix")
     for k, a in enumerate(a_mats):
-        if not isinstance(a, Tensor): raise TypeError(f"a_mats[{k}] must be a tensor, got {type(a).__name__}")
-        if a.dim() != 2: raise ValueError(f"a_mats[{k}] must be 2-D (r, d_in), got shape {tuple(a.shape)}")
         if a.shape != a_mats[0].shape:
             raise ValueError(f"all adapters need the same (r, d_in) shape: a_mats[0] is {tuple(a_mats[0].shape)}, "
                              f"a_mats[{k}] is {tuple(a.shape)}")
@@ -32,13 +43,9 @@ def nnm_loss(
     stacks: Sequence[Tensor],  # L stacked down-projections W_l, each (K*r, d_in) (see stack_adapters)
 ) -> Tensor:                   # () -(1/L) sum_l ||W_l||_*, fp32 (float64 for float64 inputs), differentiable
     "Nuclear-norm maximisation loss -(1/L)·sum_l ||W_l||_* over stacked LoRA down-projections (paper Eq. 7)."
-    if isinstance(stacks, Tensor) or not isinstance(stacks, Sequence):
-        raise TypeError(f"stacks must be a list or tuple of (K*r, d_in) tensors, got {type(stacks).__name__}")
-    if len(stacks) == 0: raise ValueError("stacks is empty: need at least one layer's stacked W to regularise")
+    _check_matrices(stacks, "stacks", "(K*r, d_in)", "layer's stacked W to regularise")
     norms = []
     for l, w in enumerate(stacks):
-        if not isinstance(w, Tensor): raise TypeError(f"stacks[{l}] must be a tensor, got {type(w).__name__}")
-        if w.dim() != 2: raise ValueError(f"stacks[{l}] must be 2-D (K*r, d_in), got shape {tuple(w.shape)}")
         if not w.is_floating_point(): raise TypeError(f"stacks[{l}] must be floating point, got {w.dtype}")
         w = w if w.dtype == torch.float64 else w.float()   # SVD in fp32 at least (half inputs are cast)
         norms.append(torch.linalg.svdvals(w).sum().to(norms[0].device if norms else w.device))
