@@ -681,7 +681,7 @@ class _Worker:
                'wipe': ['/tmp', '/dev/shm'] if sb.isolation == 'bwrap' else [],
                # interpreter dirs bound inside the private /tmp (e.g. a checkout under /tmp): never wiped
                'keep': [p for p in _python_dirs() if p.startswith(('/tmp/', '/dev/shm/'))] if sb.isolation == 'bwrap' else [],
-               'preload': list(sb.preload), 'extra_path': [p for p in sys.path if os.path.isdir(p) and p in sb._site_dirs]}
+               'preload': list(sb.preload), 'extra_path': sb._extra_path}
         argv, env = sandbox_command(sb.isolation, sb.cpus, sb.tmp_mb, cfg, drop_caps=sb._drop_to is not None)
         if sb._cg_bases:
             self.cg = _WorkerCgroups(sb._cg_bases, f'w{os.getpid()}-{id(self):x}-{self.index}', sb.max_procs + 8,
@@ -816,7 +816,8 @@ class Sandbox:
         self.isolation = detect_isolation(isolation)
         self._drop_to = 65534 if (os.getuid() == 0 and self.isolation == 'bwrap') else None
         self._cg_bases = _cgroup_bases() if os.getuid() == 0 else {}
-        self._site_dirs = set(_python_dirs()) | {p for p in sys.path if os.path.basename(p.rstrip('/')) in ('site-packages', 'dist-packages')}
+        site = set(_python_dirs()) | {p for p in sys.path if os.path.basename(p.rstrip('/')) in ('site-packages', 'dist-packages')}
+        self._extra_path = [p for p in sys.path if os.path.isdir(p) and p in site]   # for the zygote's `python -I`
         # a fork bomb is stopped by a pids cgroup, or by RLIMIT_NPROC, which the kernel ignores for root only
         self.processes_capped = 'pids' in self._cg_bases or os.getuid() != 0 or self._drop_to is not None
         if not self.processes_capped and ('nproc', self.isolation) not in _WARNED:
