@@ -94,9 +94,9 @@ def describe_outcome(
     report: dict | None,   # the zygote's report, None when the worker was lost
     data: bytes,           # result bytes received
     too_large: bool,       # the result exceeded max_result_bytes
-    budget_s: float,
-    memory_mb: int,
-    max_result_bytes: int,
+    budget_s: float,       # the budget the program had (quoted in a timeout)
+    memory_mb: int,        # its memory limit (quoted in an out-of-memory error)
+    max_result_bytes: int, # the result size cap (quoted when exceeded)
     oom_killed: bool = False,  # the memory cgroup counted an OOM kill during the run
     lost: str | None = None,   # why the worker was lost ('timeout' or a description)
 ) -> tuple[bool, Any, str | None, bool]:
@@ -121,7 +121,7 @@ def describe_outcome(
 
 # %% ../nbs/06_sandbox.ipynb #f93693c9
 def _send_msg(
-    sock: socket.socket,
+    sock: socket.socket, # one end of the control socket pair
     obj: Any,          # JSON-able message
     fds: list = (),    # file descriptors to pass along (SCM_RIGHTS)
 ) -> None:
@@ -134,7 +134,7 @@ def _send_msg(
 
 # %% ../nbs/06_sandbox.ipynb #e14bf558
 def _recv_msg(
-    sock: socket.socket,
+    sock: socket.socket, # one end of the control socket pair
     maxfds: int = 0,   # how many file descriptors the message may carry
 ) -> tuple[Any, list]:
     "Receive one length-prefixed JSON message and any passed descriptors; (None, []) at end of stream."
@@ -344,9 +344,9 @@ def _fork_spare(
 # %% ../nbs/06_sandbox.ipynb #2c00faab
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
-    job: dict,
+    job: dict,           # source, entry, budget_s and the limits, as the caller sent them
     fds: list,           # pipe write ends for the child
-    cfg: dict,
+    cfg: dict,           # the zygote's configuration (pidns, wipe, keep, ...)
     spare: tuple,        # (pid, socket, jobdir) from _fork_spare
 ) -> tuple:
     "Hand `job` to the spare child and enforce its budget; (report, pending) where pending is for _finish_job."
@@ -389,7 +389,7 @@ def _zygote_job(
 # %% ../nbs/06_sandbox.ipynb #b92335b5
 def _finish_job(
     pending: tuple, # (pid still to reap or None, the job's work directory)
-    cfg: dict,
+    cfg: dict,      # the zygote's configuration (pidns, wipe, keep)
 ) -> bool:
     "After the report: reap the child, sweep what it left, wipe the writable dirs; True when the worker is clean."
     pid, jobdir = pending
@@ -788,15 +788,17 @@ class _Worker:
             except subprocess.TimeoutExpired: pass
         if self.cg is not None: self.cg.destroy()
 
-# %% ../nbs/06_sandbox.ipynb #65123176
-def _check_budget(budget_s) -> float:
+# %% ../nbs/06_sandbox.ipynb #7539c27c
+def _check_budget(
+    budget_s: Any, # wall-clock seconds, as the caller gave them
+) -> float:
     "A wall-clock budget in seconds: a finite number > 0."
     if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real):
         raise TypeError(f'budget_s must be a number of seconds, got {type(budget_s).__name__}')
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
 
-# %% ../nbs/06_sandbox.ipynb #411ac793
+# %% ../nbs/06_sandbox.ipynb #085a59a2
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 
@@ -869,6 +871,7 @@ class Sandbox:
             except BaseException as e: fut.set_exception(e)
 
     def _popen(self, argv: list, **kw) -> subprocess.Popen:
+        "Popen from the spawner thread, so that --die-with-parent follows the sandbox, not the calling thread."
         fut = Future(); self._spawn_q.put((argv, kw, fut)); return fut.result()
 
     def _grow(self) -> None:
@@ -882,6 +885,7 @@ class Sandbox:
         with self._cond: self._grow()
 
     def _start_worker(self) -> None:
+        "Thread body: start one worker and put it in the idle pool, or keep why it failed in `_start_error`."
         w = _Worker(self, len(self._all) + self._starting)
         try: w.start(); err = None
         except Exception as e: err = e
@@ -893,6 +897,7 @@ class Sandbox:
             self._cond.notify_all()
 
     def _acquire(self) -> _Worker:
+        "Wait for an idle worker (starting one if there are too few); RuntimeError when closed or none can start."
         with self._cond:
             while True:
                 if self._closed: raise RuntimeError('this Sandbox is closed')
@@ -904,6 +909,7 @@ class Sandbox:
                 self._cond.wait(timeout=1.0)
 
     def _release(self, w: _Worker) -> None:
+        "Give a worker back to the idle pool, or forget a dead one and start its replacement."
         with self._cond:
             if w.dead:
                 if w in self._all: self._all.remove(w)
@@ -957,6 +963,7 @@ class Sandbox:
 
     @staticmethod
     def _shutdown(workers: list, spawn_q: queue.Queue, workroot: str | None) -> None:
+        "Kill every worker, stop the spawner and remove the fallback work directory (also run by the finalizer)."
         for w in list(workers): w.kill()
         workers.clear()
         spawn_q.put(None)
@@ -973,7 +980,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #0531f7d9
+# %% ../nbs/06_sandbox.ipynb #69d52778
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 
@@ -985,5 +992,5 @@ def default_sandbox() -> Sandbox:
             atexit.register(_DEFAULT[0].close)
         return _DEFAULT[0]
 
-# %% ../nbs/06_sandbox.ipynb #5c9ba06b
+# %% ../nbs/06_sandbox.ipynb #c2fadfe0
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))
