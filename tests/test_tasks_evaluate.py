@@ -226,6 +226,7 @@ def test_output_is_truncated(sandbox):
                                   sandbox=sandbox)
     assert ev.correct, ev.error
     assert len(ev.stdout) <= MAX_STDOUT_CHARS + 100 and ev.stdout.rstrip().endswith("END")
+    assert "200004 bytes in all" in ev.stdout.splitlines()[0]      # the sandbox's note (default bound) survives evaluate
     child = ev.child_state(State())
     prompt = get_task("ac2").prompt(child, "chat")
     block = prompt.split("## Output of the previous program")[1].split("```")[1]      # the fenced output tail

@@ -18,8 +18,8 @@ __all__ = ['TASK_NAMES', 'COMPACT_PROGRAM_MARKER', 'MAX_ENTRIES', 'DIRECT_CONVOL
            'STDOUT_TAIL_CHARS', 'MAX_STDOUT_CHARS', 'MAX_PROGRAM_CHARS', 'TASKS', 'as_float_array', 'full_convolution',
            'clipped_heights', 'c1_upper_bound', 'c2_lower_bound', 'validate_packing', 'overlap_step_function',
            'c5_upper_bound', 'verify_c5_solution', 'Score', 'State', 'score_ac1', 'score_ac2', 'score_cp26',
-           'score_erdos', 'Evaluation', 'extract_program', 'verifier_source', 'program_source', 'evaluate_program',
-           'chat_prompt', 'compact_prompt', 'root_state', 'Task', 'get_task']
+           'score_erdos', 'Evaluation', 'extract_program', 'verifier_source', 'program_source', 'bounded_output',
+           'evaluate_program', 'chat_prompt', 'compact_prompt', 'root_state', 'Task', 'get_task']
 
 # %% ../nbs/05_tasks.ipynb #eb4a87cf
 TASK_NAMES = ("ac1", "ac2", "cp26", "erdos")
@@ -323,6 +323,16 @@ def program_source(
     return "\n\n".join(parts + [body]) + "\n"
 
 # %% ../nbs/05_tasks.ipynb #ed07e94c
+def bounded_output(
+    text: str,                   # captured output, possibly behind the sandbox's truncation note
+    n: int = MAX_STDOUT_CHARS,   # characters of output to keep at most (the note does not count)
+) -> str:
+    "The output as it is when its body has at most n characters, else its last n characters behind a truncation note."
+    body = text.partition("\n")[2] if text.startswith("[... output truncated") else text
+    if len(body) <= n: return text
+    return f"[... output truncated: only the last {n} characters are kept ...]\n" + body[-n:]
+
+# %% ../nbs/05_tasks.ipynb #9660a469
 def evaluate_program(
     task,                          # a Task
     program: str,                  # generated text (or plain code)
@@ -347,13 +357,13 @@ def evaluate_program(
         from ugttt.sandbox import default_sandbox
         sandbox = default_sandbox()
     run = sandbox.run(program_source(task, code, parent), task.entry_point, budget_s)
-    stdout = run.stdout if len(run.stdout) <= MAX_STDOUT_CHARS else "...(truncated)...\n" + run.stdout[-MAX_STDOUT_CHARS:]
+    stdout = bounded_output(run.stdout)
     if not run.ok: return failed(run.error or "the program failed", stdout)
     s = task.score(run.value)
     if not s.valid: return failed(f"invalid result: {s.reason}", stdout)
     return Evaluation(s.reward, s.bound, True, None, stdout, s.construction, code, time.perf_counter() - start)
 
-# %% ../nbs/05_tasks.ipynb #9660a469
+# %% ../nbs/05_tasks.ipynb #eca3ca06
 def _tail(
     text: str | None,            # a program's captured output
     n: int = STDOUT_TAIL_CHARS,  # characters to keep
@@ -362,7 +372,7 @@ def _tail(
     text = (text or "").strip()
     return text if len(text) <= n else "[... earlier output truncated ...]\n" + text[-n:]
 
-# %% ../nbs/05_tasks.ipynb #d6b47422
+# %% ../nbs/05_tasks.ipynb #b071f9d8
 def chat_prompt(
     task,                          # a Task
     parent: State | None = None,   # the parent state; None is the empty root
@@ -418,7 +428,7 @@ def chat_prompt(
               "Then give the complete program in one block between ```python and ```."]
     return "\n".join(lines)
 
-# %% ../nbs/05_tasks.ipynb #eca3ca06
+# %% ../nbs/05_tasks.ipynb #e6cdca7f
 def compact_prompt(
     task,                          # a Task
     parent: State | None = None,   # the parent state; None is the empty root
@@ -433,7 +443,7 @@ def compact_prompt(
                       f"{task.bound_name}: {value}", f"target: {task.target:g} ({better} is better)",
                       "parent:", p.code.strip() or "(none)", COMPACT_PROGRAM_MARKER])
 
-# %% ../nbs/05_tasks.ipynb #b071f9d8
+# %% ../nbs/05_tasks.ipynb #c4721f48
 def root_state(
     task,             # a Task
     seed: int = 42,   # seeds numpy's default_rng
@@ -450,7 +460,7 @@ def root_state(
     assert s.valid, s.reason     # a root the verifier rejects would be a bug here
     return State(code="", construction=s.construction, bound=s.bound, reward=s.reward)
 
-# %% ../nbs/05_tasks.ipynb #6aefd017
+# %% ../nbs/05_tasks.ipynb #7bc7c8f4
 @dataclass(frozen=True)
 class Task:
     "One benchmark: constants, scoring, program evaluation, prompts and root state."
@@ -491,7 +501,7 @@ class Task:
         "The reference's root state (spec §1)."
         return root_state(self, seed)
 
-# %% ../nbs/05_tasks.ipynb #eb069a00
+# %% ../nbs/05_tasks.ipynb #ac115b29
 _AC_HELPERS = (as_float_array, full_convolution, clipped_heights)
 
 TASKS = {
@@ -549,7 +559,7 @@ TASKS = {
                                      verify_c5_solution), aliases=("evaluate_erdos_solution = verify_c5_solution",)),
 }
 
-# %% ../nbs/05_tasks.ipynb #8d60c8c6
+# %% ../nbs/05_tasks.ipynb #78dc18d4
 def get_task(
     name: str,   # one of TASK_NAMES
 ) -> Task:
