@@ -341,34 +341,44 @@ def _random_search(f: CodeFeatures) -> bool:
     return f.phrase('random search') or (f.word('random') and f.word('restart'))
 
 # %% ../nbs/07_families.ipynb #9a43aeef
+def _diff_evo(f: CodeFeatures) -> bool:
+    "scipy's differential_evolution, or the phrase."
+    return f.name('differential_evolution') or f.phrase('differential evolution')
+
+# %% ../nbs/07_families.ipynb #fc5ac262
+def _scipy_min(f: CodeFeatures) -> bool:
+    "scipy minimize(...), or a local method named in a string (SLSQP, L-BFGS-B, ...)."
+    return _scipy_minimize(f) or f.string(*_LOCAL_METHODS)
+
+# %% ../nbs/07_families.ipynb #61a99814
 _BASINHOPPING_RULE = Rule('basinhopping', 'basinhopping', 'basinhopping, or the phrase "basin hopping"',
          lambda f: f.word('basinhopping') or f.phrase('basin hopping'))
 _SIM_ANNEAL_RULE = Rule('sim_anneal', 'sim_anneal', 'dual_annealing, simulated annealing, anneal(ing) with a temperature/cooling schedule, or a Metropolis exp(-delta / T)', _sim_anneal)
 _GREEDY_LOCAL_RULE = Rule('greedy_local', 'greedy_local', 'hill climbing, local search, coordinate descent, or greedy with flip/perturb/swap', _greedy_local)
 _RANDOM_SEARCH_RULE = Rule('random_search', 'random_search', 'the phrase "random search", or random restarts', _random_search)
 
-# %% ../nbs/07_families.ipynb #ab0967a4
+# %% ../nbs/07_families.ipynb #c90fedcd
 AC1_RULES = (
     Rule('sqrt_2n_analytic', 'sqrt_2n_analytic', 'computes √(2n) in code: np.sqrt(2 * n), sqrt(2*len(a)), (2*n)**0.5 (paper winning motif)', uses_sqrt_2n),
     Rule('lp', 'lp', 'linear programming: linprog / milp (scipy.optimize), cvxpy, pulp',
          lambda f: f.call('linprog', 'milp') or f.name('linprog', 'cvxpy', 'pulp')),
     Rule('diff_evo', 'diff_evo', 'differential_evolution, or the phrase "differential evolution"',
-         lambda f: f.name('differential_evolution') or f.phrase('differential evolution')),
+         _diff_evo),
     _BASINHOPPING_RULE,
     Rule('genetic', 'genetic', '"genetic"; or population with mutate/mutation/crossover; or mutation with crossover', _genetic),
     Rule('scipy_min', 'scipy_min', 'scipy minimize(...) or a local method string (SLSQP, L-BFGS-B, ...)',
-         lambda f: _scipy_minimize(f) or f.string(*_LOCAL_METHODS)),
+         _scipy_min),
     _SIM_ANNEAL_RULE,
     Rule('grad_descent', 'grad_descent', 'Adam, gradient ascent/descent, "gradient step", or autograd (torch .backward(), jax.grad)', _gradient),
     _GREEDY_LOCAL_RULE,
     _RANDOM_SEARCH_RULE,
 )
 
-# %% ../nbs/07_families.ipynb #e0fb1c89
+# %% ../nbs/07_families.ipynb #60510b12
 AC2_RULES = (
     _SIM_ANNEAL_RULE,
     Rule('diff_evo', 'diff_evo', 'differential_evolution, or the phrase "differential evolution" (paper winning motif)',
-         lambda f: f.name('differential_evolution') or f.phrase('differential evolution')),
+         _diff_evo),
     _BASINHOPPING_RULE,
     Rule('shgo', 'shgo', 'scipy.optimize.shgo', lambda f: f.name('shgo')),
     Rule('cma_es', 'cma_es', 'the cma package (cma.*, cmaes, cma_es) or "CMA-ES"',
@@ -386,7 +396,7 @@ AC2_RULES = (
     _RANDOM_SEARCH_RULE,
 )
 
-# %% ../nbs/07_families.ipynb #79025c5c
+# %% ../nbs/07_families.ipynb #91458710
 CP26_RULES = (
     Rule('non_uniform_rows', 'non_uniform_rows', 'a list of >= 3 positive ints summing to 26 with >= 2 distinct values, e.g. [5,5,5,5,6] (paper winning motif)', has_non_uniform_rows),
     Rule('hex_grid', 'hex_grid', 'hexagonal / hexagon / honeycomb / staggered rows, hex with grid/lattice/packing, or a triangular lattice',
@@ -405,10 +415,10 @@ CP26_RULES = (
          lambda f: f.code_re(r'(?:^|[^\w.])(?:radii|radius|r)=(?:x|z|v|params|vars)\[')
          or (f.word('variable') and f.word('radius', 'radii', 'radiu'))),
     Rule('scipy_min', 'scipy_min', 'optimiser refinement: scipy minimize(...) or SLSQP / trust-constr / L-BFGS-B',
-         lambda f: _scipy_minimize(f) or f.string(*_LOCAL_METHODS)),
+         _scipy_min),
 )
 
-# %% ../nbs/07_families.ipynb #91458710
+# %% ../nbs/07_families.ipynb #9459fa75
 _NOISE = frozenset({'noise', 'perturbation', 'perturb', 'mutation', 'mutate', 'jitter', 'step', 'sample', 'random',
                     'proposal', 'kick', 'move'})
 
@@ -420,7 +430,7 @@ def _gaussian(f: CodeFeatures) -> bool:
     return f.call('norm.pdf') or any(w in ('gaussian', 'gaussians') and _singular(ws[k + 1] if k + 1 < len(ws) else '') not in _NOISE
                                      for ws in f.word_seqs for k, w in enumerate(ws))
 
-# %% ../nbs/07_families.ipynb #12d6f809
+# %% ../nbs/07_families.ipynb #2302ea86
 _STEP_SLICE = re.compile(r'(?:^|[^\w.])[a-z_]\w*\[(?:[\w*/+\-]+:[\w*/+\-]*|:[\w*/+\-]+)\]=-?[\d.]+(?![\w.(\[*/+\-])')
 _STEP_WHERE = re.compile(r'^[^,]*[<>][^,]*,-?[\d.]+,-?[\d.]+$')
 
@@ -431,7 +441,7 @@ def _step_function(f: CodeFeatures) -> bool:
             or f.phrase('characteristic function', 'indicator function')
             or any(_STEP_WHERE.match(a) for a in f.call_args('where')) or _STEP_SLICE.search(f.code) is not None)
 
-# %% ../nbs/07_families.ipynb #be640fa2
+# %% ../nbs/07_families.ipynb #b2c1cd3f
 ERDOS_RULES = (
     Rule('fourier', 'fourier', 'fourier / harmonic(s), or sin/cos calls: h = a + b*sin(kx) (paper winning motif)',
          lambda f: f.word('fourier', 'harmonic') or f.call('sin', 'cos')),
@@ -449,7 +459,7 @@ ERDOS_RULES = (
     Rule('linspace_based', 'linspace_based', 'linspace', lambda f: f.name('linspace')),
 )
 
-# %% ../nbs/07_families.ipynb #bc8ae3f9
+# %% ../nbs/07_families.ipynb #0c6d3db6
 RULES: dict[str, tuple[Rule, ...]] = {'ac1': AC1_RULES, 'ac2': AC2_RULES, 'cp26': CP26_RULES, 'erdos': ERDOS_RULES}
 FAMILIES: dict[str, tuple[str, ...]] = {t: tuple(dict.fromkeys(r.family for r in rs)) + ('other',)
                                         for t, rs in RULES.items()}
@@ -477,7 +487,7 @@ def label_family(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     key, f = _task_features(task, code)
     return next((r.family for r in RULES[key] if r.test(f)), 'other')
 
-# %% ../nbs/07_families.ipynb #379ec992
+# %% ../nbs/07_families.ipynb #4562546b
 def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                       code: str, # the program
                      ) -> tuple[str, ...]:
@@ -485,7 +495,7 @@ def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     key, f = _task_features(task, code)
     return tuple(dict.fromkeys(r.family for r in RULES[key] if r.test(f)))
 
-# %% ../nbs/07_families.ipynb #8fdf0a61
+# %% ../nbs/07_families.ipynb #4e901b82
 WINNING_MOTIFS: dict[str, tuple[str, ...]] = {
     'ac1': ('sqrt_2n_analytic',),
     'ac2': ('diff_evo', 'gradient_based/method', 'gradient_based/gradient', 'gradient_based/minimize'),
@@ -501,7 +511,7 @@ def has_winning_motif(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     key, f = _task_features(task, code)
     return any(r.test(f) for r in RULES[key] if r.name in WINNING_MOTIFS[key])
 
-# %% ../nbs/07_families.ipynb #50574b23
+# %% ../nbs/07_families.ipynb #073d4087
 def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                      ) -> str:
     "The ordered rules of `task` as a markdown table: #, rule, family, what it matches."
@@ -510,7 +520,7 @@ def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     return '\n'.join(['| # | rule | family | matches |', '|---|---|---|---|', *rows,
                       f'| {len(rows) + 1} | | `other` | anything else |'])
 
-# %% ../nbs/07_families.ipynb #358bdad0
+# %% ../nbs/07_families.ipynb #d06337ae
 def family_entropy(labels: Sequence[str], # family labels, one per (correct) rollout
                   ) -> float:
     "Shannon entropy in bits of the label counts, -sum p log2 p; 0.0 for one family or none."
