@@ -14,16 +14,18 @@ from typing import Callable
 import numpy as np
 
 # %% auto #0
-__all__ = ['TASK_NAMES', 'COMPACT_PROGRAM_MARKER', 'MAX_ENTRIES', 'DIRECT_CONVOLUTION_MAX', 'CP26_TOLERANCE', 'ERDOS_C5_RTOL',
-           'STDOUT_TAIL_CHARS', 'MAX_STDOUT_CHARS', 'MAX_PROGRAM_CHARS', 'TASKS', 'as_float_array', 'full_convolution',
-           'clipped_heights', 'c1_upper_bound', 'c2_lower_bound', 'validate_packing', 'overlap_step_function',
-           'c5_upper_bound', 'verify_c5_solution', 'Score', 'State', 'score_ac1', 'score_ac2', 'score_cp26',
-           'score_erdos', 'Evaluation', 'extract_program', 'verifier_source', 'program_source', 'bounded_output',
-           'evaluate_program', 'chat_prompt', 'compact_prompt', 'root_state', 'Task', 'get_task']
+__all__ = ['TASK_NAMES', 'COMPACT_PROGRAM_MARKER', 'THINK_START', 'THINK_END', 'MAX_ENTRIES', 'DIRECT_CONVOLUTION_MAX',
+           'CP26_TOLERANCE', 'ERDOS_C5_RTOL', 'STDOUT_TAIL_CHARS', 'MAX_STDOUT_CHARS', 'MAX_PROGRAM_CHARS', 'TASKS',
+           'as_float_array', 'full_convolution', 'clipped_heights', 'c1_upper_bound', 'c2_lower_bound',
+           'validate_packing', 'overlap_step_function', 'c5_upper_bound', 'verify_c5_solution', 'Score', 'State',
+           'score_ac1', 'score_ac2', 'score_cp26', 'score_erdos', 'Evaluation', 'extract_program', 'verifier_source',
+           'program_source', 'bounded_output', 'evaluate_program', 'chat_prompt', 'compact_prompt', 'root_state',
+           'Task', 'get_task']
 
 # %% ../nbs/05_tasks.ipynb #eb4a87cf
 TASK_NAMES = ("ac1", "ac2", "cp26", "erdos")
 COMPACT_PROGRAM_MARKER = "<|program|>"   # a compact prompt ends with this line; the model's program follows it
+THINK_START, THINK_END = "<think>", "</think>"   # a thinking phase (Qwen3 chat models, the embedded model) sits between these
 MAX_ENTRIES = 200_000                    # longest AC / Erdős sequence we score (reference buffer: <= 100,000)
 DIRECT_CONVOLUTION_MAX = 50_000          # longer sequences are convolved by FFT (agrees to ~1e-15 relative)
 CP26_TOLERANCE = 1e-12                   # containment / overlap slack of the reference `validate_packing`
@@ -288,8 +290,10 @@ _ANY_BLOCK = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", 
 def extract_program(
     text: str,   # the generated text (thinking, prose and code)
 ) -> str:        # the program, stripped; "" when there is none
-    "The last ```python fenced block of `text` (closing fence optional at the end), else the last fenced block, else the whole text."
+    "The answer after the thinking phase: its last ```python block (closing fence optional), else its last fenced block, else all of it."
     if not isinstance(text, str): raise TypeError(f"generated text must be a str, got {type(text).__name__}")
+    if THINK_END in text: text = text.rpartition(THINK_END)[2]   # the program follows the thinking phase
+    elif THINK_START in text: return ""                          # still thinking when generation ended: no answer yet
     blocks = _PYTHON_BLOCK.findall(text) or _ANY_BLOCK.findall(text)
     return (blocks[-1] if blocks else text).strip()
 
