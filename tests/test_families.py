@@ -1,13 +1,23 @@
-"""Family labelling (ugttt.families): every rule with positive and negative examples, the spec §8.16 substring
-traps, whole programs of each family, broken code, and the entropy's properties."""
+"""Family labelling (ugttt.families): every rule with positive and negative examples, the substring traps of the
+reference's analysis scripts ("ring" in `string`, "tent" in `content`, "ga_" in `omega_`, "step" + "function"),
+whole programs of each family, broken code, the entropy's properties, and the rules tables of the notebook."""
+import json
 import math
+import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from fastcore.test import test_close, test_eq, test_fail
 from hypothesis import given, settings, strategies as st
 
-from ugttt.families import (FAMILIES, RULES, WINNING_MOTIFS, code_features, describe_families, family_entropy,
+import ugttt.families
+import ugttt.family_syntax
+from ugttt.families import (FAMILIES, RULES, WINNING_MOTIFS, Rule, code_features, describe_families, family_entropy,
                             has_winning_motif, label_family, matching_families)
+
+ROOT = Path(__file__).resolve().parents[1]
+for _helper in (test_close, test_eq, test_fail): _helper.__test__ = False   # fastcore's assertions, not tests to collect
 
 # For each task and rule: (positives, negatives). A positive must fire the rule AND be labelled with the rule's
 # family (no earlier rule may swallow it); a negative must not fire the rule (near misses and substring traps).
@@ -117,36 +127,33 @@ CASES = {
 
 def test_every_rule_has_examples():
     for task, rules in RULES.items():
-        assert set(CASES[task]) == {r.name for r in rules}, task
-        for name, (pos, neg) in CASES[task].items():
-            assert pos and neg, (task, name)
+        test_eq(set(CASES[task]), {r.name for r in rules})
+        test_eq([name for name, (pos, neg) in CASES[task].items() if not (pos and neg)], [])
 
 
 @pytest.mark.parametrize('task,rule', [(t, r) for t, rs in RULES.items() for r in rs], ids=lambda x: getattr(x, 'name', x))
 def test_rule_examples(task, rule):
     pos, neg = CASES[task][rule.name]
-    for code in pos:
-        assert rule.matches(code), (rule.name, code)
-        assert label_family(task, code) == rule.family, (rule.name, code, label_family(task, code))
-    for code in neg:
-        assert not rule.matches(code), (rule.name, code)
+    test_eq([c for c in pos if not rule.matches(c)], [])                          # every positive fires the rule
+    test_eq({c: label_family(task, c) for c in pos}, dict.fromkeys(pos, rule.family))   # and no earlier rule takes it
+    test_eq([c for c in neg if rule.matches(c)], [])                              # no near miss fires it
 
 
-# The reference's substring taggers misfire on these (spec §8.16); ours must not.
+# The reference's substring taggers misfire on these; ours must not.
 @pytest.mark.parametrize('code', ['s = str(x)  # convert to string', '# during the scoring loop\nx = 1',
                                   'def scoring(string): return string', 'bring = spring = 1'])
 def test_ring_is_not_concentric(code):
-    assert label_family('cp26', code) != 'concentric'
+    test_eq(label_family('cp26', code), 'other')
 
 
 @pytest.mark.parametrize('code', ['content = 1', 'potential = energy(x)', '# our intent: extend the content', 'attention = 0'])
 def test_tent_is_not_bump(code):
-    assert label_family('erdos', code) != 'bump_triangle'
+    test_eq(label_family('erdos', code), 'other')
 
 
 def test_omega_is_not_genetic():
     code = 'omega_1 = 2.0 * np.pi\nomega_2 = omega_1 / 2\nmega_ = 1'
-    assert label_family('ac1', code) != 'genetic' and label_family('ac2', code) != 'genetic'
+    test_eq((label_family('ac1', code), label_family('ac2', code)), ('other', 'other'))
 
 
 def test_step_and_function_do_not_swallow_erdos():
@@ -161,7 +168,7 @@ def run():
         h = local_move(h, step)
     return h
 '''
-    assert label_family('erdos', code) == 'random_init'
+    test_eq(label_family('erdos', code), 'random_init')
 
 
 # Whole programs, the way a policy writes them: (task, family, program).
@@ -328,36 +335,49 @@ def run():
 
 @pytest.mark.parametrize('task,family,code', PROGRAMS, ids=[f'{t}-{f}' for t, f, _ in PROGRAMS])
 def test_whole_programs(task, family, code):
-    assert label_family(task, code) == family, matching_families(task, code)
+    test_eq(label_family(task, code), family)
 
 
 def test_broken_and_odd_code():
     truncated = PROGRAMS[4][2][:140]          # cut mid-call, unbalanced brackets
-    assert code_features(truncated).tokenizer == 'regex'
-    assert label_family('ac2', truncated) == 'diff_evo'
-    assert label_family('cp26', 'def run_packing(:\n    rows = [5, 5, 5, 5, 6]') == 'non_uniform_rows'
-    assert label_family('erdos', "h = np.sin(x)\n    bad indent\n  s = 'open") == 'fourier'
-    assert label_family('ac1', 'Here is my idea: use basinhopping!') == 'basinhopping'   # prose without code
-    assert label_family('ac1', '') == 'other' and label_family('erdos', '\x00\x01') == 'other'
-    assert label_family('ac1', 'x = 1\n' * 20000) == 'other'                            # long input
+    test_eq(code_features(truncated).tokenizer, 'regex')
+    test_eq(label_family('ac2', truncated), 'diff_evo')
+    test_eq(label_family('cp26', 'def run_packing(:\n    rows = [5, 5, 5, 5, 6]'), 'non_uniform_rows')
+    test_eq(label_family('erdos', "h = np.sin(x)\n    bad indent\n  s = 'open"), 'fourier')
+    test_eq(label_family('ac1', 'Here is my idea: use basinhopping!'), 'basinhopping')   # prose without code
+    test_eq(label_family('ac1', ''), 'other')
+    test_eq(label_family('erdos', '\x00\x01'), 'other')
+    test_eq(label_family('ac1', 'x = 1\n' * 20000), 'other')                            # long input
 
 
 def test_errors():
-    with pytest.raises(ValueError, match='valid tasks: ac1, ac2, cp26, erdos'): label_family('circle', 'x')
-    with pytest.raises(TypeError, match='code must be a str'): label_family('ac1', b'x = 1')
-    with pytest.raises(TypeError, match='task must be a str'): label_family(1, 'x = 1')
-    with pytest.raises(TypeError): family_entropy('abc')
-    with pytest.raises(ValueError): describe_families('ac9')
+    test_fail(lambda: label_family('circle', 'x'), contains='valid tasks: ac1, ac2, cp26, erdos')
+    test_fail(lambda: label_family('ac1', b'x = 1'), contains='code must be a str, got bytes')
+    test_fail(lambda: label_family(1, 'x = 1'), contains='task must be a str, got int')
+    test_fail(lambda: matching_families('ac1', ['x = 1']), contains='code must be a str, got list')
+    test_fail(lambda: has_winning_motif('ac5', 'x = 1'), contains="unknown task 'ac5'")
+    test_fail(lambda: family_entropy('abc'), contains='not a single str')
+    test_fail(lambda: describe_families('ac9'), contains="unknown task 'ac9'")
+
+
+def test_rule_family_defaults_to_name():
+    test_eq(Rule('grid', 'the word grid', lambda f: f.word('grid')).family, 'grid')
+    test_eq(Rule('gradient_based/minimize', 'scipy minimize', lambda f: True, family='gradient_based').family, 'gradient_based')
+    # every rule whose name is not its family says so: only AC2's three gradient-based rules
+    test_eq(sorted((t, r.name) for t, rs in RULES.items() for r in rs if r.family != r.name),
+            [('ac2', 'gradient_based/gradient'), ('ac2', 'gradient_based/method'), ('ac2', 'gradient_based/minimize')])
 
 
 def test_families_interface():
     from ugttt.tasks import TASK_NAMES
-    assert tuple(FAMILIES) == tuple(RULES) == tuple(WINNING_MOTIFS) == TASK_NAMES
+    test_eq(tuple(FAMILIES), TASK_NAMES)
+    test_eq(tuple(RULES), TASK_NAMES)
+    test_eq(tuple(WINNING_MOTIFS), TASK_NAMES)
     for task, fams in FAMILIES.items():
-        assert fams[-1] == 'other' and len(set(fams)) == len(fams)
-        assert fams[:-1] == tuple(dict.fromkeys(r.family for r in RULES[task]))
-        assert len({r.name for r in RULES[task]}) == len(RULES[task])          # rule names unique per task
-        assert all(r.description for r in RULES[task])
+        test_eq(fams, tuple(dict.fromkeys(r.family for r in RULES[task])) + ('other',))
+        test_eq(len(set(fams)), len(fams))
+        test_eq(len({r.name for r in RULES[task]}), len(RULES[task]))             # rule names unique per task
+        test_eq([r.name for r in RULES[task] if not r.description], [])
     # the families the embedded model's corpus is built from exist
     assert {'sqrt_2n_analytic', 'scipy_min', 'lp', 'sim_anneal', 'basinhopping', 'genetic', 'grad_descent'} <= set(FAMILIES['ac1'])
     assert {'diff_evo', 'gradient_based', 'random_search', 'sim_anneal', 'basinhopping', 'genetic'} <= set(FAMILIES['ac2'])
@@ -365,12 +385,25 @@ def test_families_interface():
     assert {'fourier', 'random_init', 'step_function', 'bump_triangle', 'gaussian_bump', 'warm_start', 'linspace_based'} <= set(FAMILIES['erdos'])
 
 
+def test_machinery_is_reexported():
+    # `from ugttt.families import code_features, uses_sqrt_2n, ...` keeps working after the split into two modules
+    test_eq([n for n in ugttt.family_syntax.__all__ if getattr(ugttt.families, n, None) is not getattr(ugttt.family_syntax, n)], [])
+
+
+def test_notebook_tables_are_the_rules():
+    # the rules tables in the notebook's markdown are `describe_families`' output, so they cannot drift from the code
+    nb = json.loads((ROOT/'nbs'/'07_families.ipynb').read_text())
+    md = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown')
+    test_eq([t for t in RULES if describe_families(t) not in md], [])
+
+
 def test_winning_motifs():
-    assert has_winning_motif('ac1', PROGRAMS[0][2]) and not has_winning_motif('ac1', PROGRAMS[1][2])
-    assert has_winning_motif('ac2', PROGRAMS[4][2]) and has_winning_motif('ac2', PROGRAMS[5][2])
-    assert not has_winning_motif('ac2', PROGRAMS[6][2])
-    assert has_winning_motif('cp26', PROGRAMS[7][2]) and not has_winning_motif('cp26', PROGRAMS[8][2])
-    assert has_winning_motif('erdos', PROGRAMS[11][2]) and not has_winning_motif('erdos', PROGRAMS[13][2])
+    test_eq(has_winning_motif('ac1', PROGRAMS[0][2]), True)
+    test_eq(has_winning_motif('ac1', PROGRAMS[1][2]), False)
+    test_eq((has_winning_motif('ac2', PROGRAMS[4][2]), has_winning_motif('ac2', PROGRAMS[5][2])), (True, True))
+    test_eq(has_winning_motif('ac2', PROGRAMS[6][2]), False)
+    test_eq((has_winning_motif('cp26', PROGRAMS[7][2]), has_winning_motif('cp26', PROGRAMS[8][2])), (True, False))
+    test_eq((has_winning_motif('erdos', PROGRAMS[11][2]), has_winning_motif('erdos', PROGRAMS[13][2])), (True, False))
 
 
 @settings(max_examples=200, deadline=None)
@@ -378,7 +411,7 @@ def test_winning_motifs():
 def test_any_text_gets_a_known_label(task, code):
     label = label_family(task, code)
     assert label in FAMILIES[task]
-    assert label == (matching_families(task, code) or ('other',))[0]
+    test_eq(label, (matching_families(task, code) or ('other',))[0])
 
 
 @settings(max_examples=200, deadline=None)
@@ -387,25 +420,25 @@ def test_entropy_properties(labels):
     h = family_entropy(labels)
     k = len(set(labels))
     assert 0.0 <= h <= (math.log2(k) if k else 0.0) + 1e-12
-    assert family_entropy(list(reversed(labels))) == pytest.approx(h, abs=1e-12)        # order does not matter
-    assert family_entropy(labels * 3) == pytest.approx(h, abs=1e-12)                    # only proportions matter
-    if k <= 1: assert h == 0.0
+    test_close(family_entropy(list(reversed(labels))), h, eps=1e-12)        # order does not matter
+    test_close(family_entropy(labels * 3), h, eps=1e-12)                    # only proportions matter
+    if k <= 1: test_eq(h, 0.0)
     n = len(labels)
     naive = -sum(c / n * math.log2(c / n) for c in Counter(labels).values()) if n else 0.0
-    assert h == pytest.approx(naive, abs=1e-12)
+    test_close(h, naive, eps=1e-12)
 
 
 def test_entropy_uniform_is_log2_k():
     for k in range(1, 9):
-        assert family_entropy([str(i) for i in range(k)] * 3) == pytest.approx(math.log2(k), abs=1e-12)
+        test_close(family_entropy([str(i) for i in range(k)] * 3), math.log2(k), eps=1e-12)
 
 
 @pytest.mark.parametrize('code', ['h = np.exp(' * 5000, 'np.where(' * 5000, 'sqrt(' * 5000, 'a[b' * 20000,
                                   '(2*n' * 20000, 'from a import b as c, ' * 5000, '[1,' * 20000],
                          ids=['exp(', 'where(', 'sqrt(', 'a[b', '(2*n', 'imports', '[1,'])
-def test_pathological_input_is_fast(code):
-    # unclosed calls once made the argument scan quadratic (70 s for 55 kB); the paren table keeps it linear
-    import time
+def test_pathological_input_is_not_quadratic(code):
+    # unclosed calls once made the argument scan quadratic (70 s for 55 kB); the paren table keeps it linear, so
+    # the four labels of 55-100 kB take well under a second; 5 s leaves room for a loaded machine
     code_features.cache_clear()
     t = time.perf_counter()
     for task in RULES: label_family(task, code)
