@@ -388,6 +388,7 @@ def test_families_interface():
 def test_machinery_is_reexported():
     # `from ugttt.families import code_features, uses_sqrt_2n, ...` keeps working after the split into two modules
     test_eq([n for n in ugttt.family_syntax.__all__ if getattr(ugttt.families, n, None) is not getattr(ugttt.family_syntax, n)], [])
+    test_eq([n for n in ugttt.family_syntax.__all__ if n not in ugttt.families.__all__], [])   # and by `import *`
 
 
 def test_notebook_tables_are_the_rules():
