@@ -36,7 +36,8 @@ def family_entropy(labels: Sequence[str], # family labels, one per (correct) rol
     return max(0.0, -sum(c / n * math.log2(c / n) for c in counts.values()))
 
 # %% ../nbs/07_families.ipynb #afb208c5
-def _check_labels(labels) -> None:
+def _check_labels(labels,  # what `family_entropy` was given
+                 ) -> None:
     "Refuse a single str or bytes where a sequence of labels is expected."
     if isinstance(labels, (str, bytes)): raise TypeError('labels must be a sequence of labels, not a single str')
 
@@ -152,7 +153,8 @@ def label_family(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     return next((r.family for r in RULES[key] if r.test(f)), 'other')
 
 # %% ../nbs/07_families.ipynb #eb0d409d
-def _task_key(task: str) -> str:
+def _task_key(task: str,  # a task name as the caller wrote it
+             ) -> str:
     "The key of `task` in `RULES` (case and spaces ignored), or a clear error listing the valid tasks."
     if not isinstance(task, str): raise TypeError(f'task must be a str, got {type(task).__name__}')
     key = task.strip().lower()
@@ -160,7 +162,9 @@ def _task_key(task: str) -> str:
     return key
 
 
-def _task_features(task: str, code: str) -> tuple[str, CodeFeatures]:
+def _task_features(task: str,  # a task name
+                   code: str,  # a program
+                  ) -> tuple[str, CodeFeatures]:
     "The key of `task` and the features of `code`, after checking that `code` is a str."
     key = _task_key(task)
     if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')

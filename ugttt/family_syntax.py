@@ -61,7 +61,8 @@ def token_words(kind: str, # token kind from `code_tokens`
     return []
 
 # %% ../nbs/07_family_syntax.ipynb #f00e7623
-def _ast_int_list(node) -> tuple[int, ...] | None:
+def _ast_int_list(node,  # an `ast` expression node
+                 ) -> tuple[int, ...] | None:
     "The value of a list expression made of int literals, `+` and `* int`, else None."
     if isinstance(node, ast.List):
         if all(isinstance(e, ast.Constant) and type(e.value) is int for e in node.elts):
@@ -173,6 +174,7 @@ class CodeFeatures:
         return any(n in self.names for n in ns)
 
     def _chain_match(self, pool, suffixes) -> bool:
+        "Some chain in `pool` equals one of `suffixes` or ends with '.' + one of them."
         return any(c == s or c.endswith('.' + s) for c in pool for s in suffixes)
 
     def chain(self, *suffixes: str) -> bool:
