@@ -1,4 +1,4 @@
-"""Tests of ugttt.uncertainty (paper Eq. 2-3) against naive float64 formulas, over random and adversarial inputs.
+"""Tests of ugttt.uncertainty (paper Eq. 2-3) against its naive references (`_naive_*`), over random and adversarial inputs.
 
 Tolerances, and why:
 * token_mutual_information vs. float64 explicit probabilities: float32 log-probs carry an absolute rounding error
@@ -15,43 +15,21 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from fastcore.test import test_eq, test_close, test_fail
 from hypothesis import given, settings, strategies as st
 from ugttt.uncertainty import (token_mutual_information, realised_token_diagnostics, EnsembleTokenScores,
                                ensemble_token_scores, chunked_token_logprobs, top_frac_count, top_frac_mean)
+from ugttt.uncertainty import (_naive_token_mi, _naive_realised_token_diagnostics, _naive_ensemble_scores,
+                               _naive_token_logprobs, _naive_top_frac_mean)
+
+for _helper in (test_close, test_eq, test_fail): _helper.__test__ = False   # fastcore's assertions, not tests to collect
 
 MANY = settings(max_examples=300, deadline=None, derandomize=True)
 INF = float('inf')
 HALF_ULP = {torch.bfloat16: 2.0 ** -7, torch.float16: 2.0 ** -10}
 
 
-# ---------------------------------------------------------------- naive references (float64, explicit probabilities)
-def naive_mi(logits):
-    "Eq. 2 written out in float64: H(mean_k p_k) - mean_k H(p_k), with 0 log 0 = 0 via xlogy."
-    p = torch.softmax(logits.double(), -1)                     # (K, T, V)
-    H = lambda q: -torch.special.xlogy(q, q).sum(-1)
-    return H(p.mean(0)) - H(p).mean(0)                         # (T,)
-
-
-def naive_diagnostics(ell):
-    "Spec §7.1 written out in float64 from realised-token log-probs (K, T)."
-    ell = ell.double()
-    K = ell.shape[0]
-    pbar = ell.exp().mean(0)
-    pe = -pbar * pbar.log()
-    rmi = torch.logsumexp(ell, 0) - math.log(K) - ell.mean(0)
-    var = ell.var(0, correction=1) if K > 1 and ell.shape[1] else torch.zeros_like(pbar)
-    return pe, rmi, var
-
-
-def naive_scores(hidden, weight, tokens, bias=None):
-    "The one-line unchunked equivalent named in the kernel's docstring."
-    K = hidden.shape[0]
-    logits = F.linear(hidden, weight, bias)                                        # (K, T, V)
-    cdt = torch.float64 if hidden.dtype == torch.float64 else torch.float32
-    ell = logits.to(cdt).log_softmax(-1).gather(-1, tokens.long().expand(K, -1)[..., None])[..., 0]
-    return ell, token_mutual_information(logits), logits
-
-
+# ---------------------------------------------------------------- tolerances
 def mi_tol(logits):
     finite = logits.double()[torch.isfinite(logits)]
     return 1e-6 + 1e-6 * (finite.abs().max().item() if finite.numel() else 0.0)
@@ -66,7 +44,7 @@ def test_mi_matches_naive_on_random_logits(dtype, scale):
     mi = token_mutual_information(logits)
     assert mi.shape == (40,) and mi.dtype == (torch.float64 if dtype == torch.float64 else torch.float32)
     tol = 1e-12 if dtype == torch.float64 else mi_tol(logits)
-    assert (mi.double() - naive_mi(logits)).abs().max().item() <= tol
+    test_close(mi.double(), _naive_token_mi(logits), eps=tol)
     assert (mi >= 0).all()
 
 
@@ -74,7 +52,7 @@ def test_mi_kl_form_beats_entropy_difference_for_tiny_mi():
     # the collapsed-ensemble regime (MI ~ 4e-7): the KL form keeps ~3% relative accuracy in float32, while the
     # difference of two float32 entropies of size ~log V is pure rounding noise there
     logits = torch.randn(5, 100, 1000, generator=torch.Generator().manual_seed(0)) * 1e-3
-    ref = naive_mi(logits)
+    ref = _naive_token_mi(logits)
     lp = logits.log_softmax(-1); p = lp.exp()
     ent_diff = -torch.special.xlogy(p.mean(0), p.mean(0)).sum(-1) + (p * lp).sum(-1).mean(0)
     err_kl = (token_mutual_information(logits).double() - ref).abs().max().item()
@@ -100,7 +78,7 @@ def logit_tensors(draw):
 def test_mi_adversarial_no_nan_nonnegative_and_close_to_naive(x):
     mi = token_mutual_information(x)
     assert mi.shape == (x.shape[1],) and torch.isfinite(mi).all() and (mi >= 0).all()
-    assert (mi.double() - naive_mi(x)).abs().max().item() <= mi_tol(x) if x.shape[1] else True
+    test_close(mi.double(), _naive_token_mi(x), eps=mi_tol(x))
     assert (mi <= math.log(x.shape[0]) + 1e-5).all()          # MI <= log K (mixture of K components)
 
 
@@ -108,28 +86,30 @@ def test_mi_adversarial_no_nan_nonnegative_and_close_to_naive(x):
 @given(logit_tensors(), st.integers(1, 6), st.sampled_from([torch.float32, torch.bfloat16, torch.float16, torch.float64]))
 def test_mi_is_exactly_zero_for_identical_members(x, K, dtype):
     same = x[:1].expand(K, -1, -1).to(dtype)                   # K copies of one member, masks included
-    assert (token_mutual_information(same) == 0).all()
+    test_eq(token_mutual_information(same), torch.zeros(x.shape[1], dtype=torch.float64 if dtype == torch.float64 else torch.float32))
 
 
 def test_mi_masked_in_some_members_only():
     # entry 2 is masked in member 0 only, entry 3 in every member: finite and equal to the naive value
     x = torch.tensor([[[1.0, 2.0, -INF, -INF]], [[1.0, 2.0, 3.0, -INF]], [[0.5, -INF, 3.0, -INF]]])
     mi = token_mutual_information(x)
-    assert torch.isfinite(mi).all() and abs(mi.item() - naive_mi(x).item()) < 1e-6
+    assert torch.isfinite(mi).all()
+    test_close(mi.double(), _naive_token_mi(x), eps=1e-6)
 
 
 def test_mi_huge_logits_saturate_at_log_k():
     x = torch.full((4, 1, 4), -1e4)
     for k in range(4): x[k, 0, k] = 1e4                         # 4 members, each certain of a different token
-    assert abs(token_mutual_information(x).item() - math.log(4)) < 1e-6
-    assert token_mutual_information(x.half()).isfinite().all() if torch.isfinite(x.half()).all() else True
+    test_close(token_mutual_information(x), torch.tensor([math.log(4)]), eps=1e-6)
+    test_close(token_mutual_information(x.half()), torch.tensor([math.log(4)]), eps=1e-6)   # 1e4 is exact in fp16
 
 
 def test_mi_does_not_modify_its_input_and_builds_no_graph():
     x = torch.randn(3, 4, 5, requires_grad=True)
     before = x.detach().clone()
     mi = token_mutual_information(x)
-    assert torch.equal(x.detach(), before) and mi.grad_fn is None
+    test_eq(x.detach(), before)
+    test_eq(mi.grad_fn, None)
 
 
 @pytest.mark.parametrize('bad, err, msg', [
@@ -144,8 +124,7 @@ def test_mi_does_not_modify_its_input_and_builds_no_graph():
     (torch.tensor([[[0.0, 1.0]], [[-INF, -INF]]]), ValueError, 'member 1'),
 ])
 def test_mi_rejects_bad_input_clearly(bad, err, msg):
-    with pytest.raises(err, match=None) as e: token_mutual_information(bad)
-    assert msg in str(e.value)
+    test_fail(lambda: token_mutual_information(bad), exc=err, contains=msg)
 
 
 # ---------------------------------------------------------------- realised-token diagnostics
@@ -154,18 +133,18 @@ def test_mi_rejects_bad_input_clearly(bad, err, msg):
 def test_diagnostics_match_naive(K, T, scale, seed):
     ell = -(torch.rand(K, T, generator=torch.Generator().manual_seed(seed)) * scale)   # (K, T) log-probs <= 0
     pe, rmi, var = realised_token_diagnostics(ell)
-    npe, nrmi, nvar = naive_diagnostics(ell)
-    assert torch.allclose(pe.double(), npe, atol=1e-6)
-    assert torch.allclose(rmi.double(), nrmi.clamp_min(0), atol=1e-5)
-    assert torch.allclose(var.double(), nvar, atol=1e-5 * (1 + scale ** 2))
+    npe, nrmi, nvar = _naive_realised_token_diagnostics(ell)
+    test_close(pe.double(), npe, eps=1e-6)
+    test_close(rmi.double(), nrmi.clamp_min(0), eps=1e-5)
+    test_close(var.double(), nvar, eps=1e-5 * (1 + scale ** 2))
     assert (rmi >= 0).all() and (var >= 0).all() and (pe >= 0).all()
 
 
 def test_diagnostics_reject_bad_input():
-    for bad, msg in [(torch.zeros(3), '(K, T)'), (torch.zeros(0, 2), '(K, T)'), (torch.tensor([[0.0, -INF]]), 'finite'),
-                     (torch.zeros(2, 2, dtype=torch.long), 'float')]:
-        with pytest.raises((TypeError, ValueError)) as e: realised_token_diagnostics(bad)
-        assert msg in str(e.value)
+    for bad, err, msg in [(torch.zeros(3), ValueError, '(K, T)'), (torch.zeros(0, 2), ValueError, '(K, T)'),
+                          (torch.tensor([[0.0, -INF]]), ValueError, 'finite'),
+                          (torch.zeros(2, 2, dtype=torch.long), TypeError, 'float')]:
+        test_fail(lambda: realised_token_diagnostics(bad), exc=err, contains=msg)
 
 
 # ---------------------------------------------------------------- the chunked ensemble kernel
@@ -183,25 +162,25 @@ def _inputs(dtype, K=4, T=37, D=16, V=300, seed=0, exact=False):
     return h.to(dtype), w.to(dtype), b.to(dtype), torch.randint(0, V, (T,), generator=g)
 
 
-def _errors(s, ell, mi):
-    "Max abs error of each field: token_logprobs, token_mi, predictive_entropy, rmi, variance."
-    diag = realised_token_diagnostics(ell)
-    errs = [(s.token_logprobs - ell).abs().max(), (s.token_mi - mi).abs().max()]
-    errs += [(a - b).abs().max() for a, b in zip((s.predictive_entropy, s.rmi, s.variance), diag)]
-    return [e.item() for e in errs]
+FIELDS = ('token_logprobs', 'token_mi', 'predictive_entropy', 'rmi', 'variance')
 
 
-def _max_err(s, ell, mi):
-    return max(_errors(s, ell, mi))
+def _errors(s, ref):
+    "Max abs error of each field of `s` against the naive scores `ref`: token_logprobs, token_mi, predictive_entropy, rmi, variance."
+    return [(getattr(s, f) - getattr(ref, f)).abs().max().item() if getattr(ref, f).numel() else 0.0 for f in FIELDS]
+
+
+def _max_err(s, ref):
+    return max(_errors(s, ref))
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_kernel_equals_unchunked_for_every_chunk_size_exact_products(dtype):
     h, w, b, tok = _inputs(dtype, exact=True)
-    ell, mi, _ = naive_scores(h, w, tok, b)
+    ref = _naive_ensemble_scores(h, w, tok, b)
     for c in CHUNKS(h.shape[1]):
         s = ensemble_token_scores(h, w, tok, chunk_size=c, bias=b)
-        assert _max_err(s, ell, mi) <= (1e-10 if dtype == torch.float64 else 1e-5), (dtype, c)
+        assert _max_err(s, ref) <= (1e-10 if dtype == torch.float64 else 1e-5), (dtype, c)
 
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16, torch.float64])
@@ -210,7 +189,8 @@ def test_kernel_equals_unchunked_for_every_chunk_size_exact_products(dtype):
 def test_kernel_equals_unchunked_for_every_chunk_size_random(dtype, with_bias, seed):
     h, w, b, tok = _inputs(dtype, seed=seed)
     b = b if with_bias else None
-    ell, mi, logits = naive_scores(h, w, tok, b)
+    ref, logits = _naive_ensemble_scores(h, w, tok, b), F.linear(h, w, b)
+    ell = ref.token_logprobs
     spread = (ell - ell.mean(0)).abs().max().item()            # scale of the variance's sensitivity
     if dtype in HALF_ULP:   # u = one half-precision ulp of the largest logit: the most a chunk's GEMM may differ
         u = HALF_ULP[dtype] * logits.float().abs().max().item()
@@ -221,37 +201,38 @@ def test_kernel_equals_unchunked_for_every_chunk_size_random(dtype, with_bias, s
     for c in CHUNKS(h.shape[1]):
         s = ensemble_token_scores(h, w, tok, chunk_size=c, bias=b)
         assert s.token_logprobs.shape == (4, 37) and s.token_mi.shape == s.rmi.shape == (37,)
-        assert all(e <= t for e, t in zip(_errors(s, ell, mi), tols)), (dtype, c, _errors(s, ell, mi), tols)
+        assert all(e <= t for e, t in zip(_errors(s, ref), tols)), (dtype, c, _errors(s, ref), tols)
 
 
 def test_kernel_identical_members_give_exact_zeros_and_k1_works():
     h, w, b, tok = _inputs(torch.float32, K=1, T=20, V=50, seed=2)
     s1 = ensemble_token_scores(h, w, tok, chunk_size=6, bias=b)
-    assert (s1.token_mi == 0).all() and (s1.rmi == 0).all() and (s1.variance == 0).all()
-    assert torch.allclose(s1.predictive_entropy, torch.special.entr(s1.token_logprobs[0].exp()))
+    for f in ('token_mi', 'rmi', 'variance'): test_eq(getattr(s1, f), torch.zeros(20))
+    test_close(s1.predictive_entropy, torch.special.entr(s1.token_logprobs[0].exp()), eps=1e-6)
     s5 = ensemble_token_scores(h.expand(5, -1, -1), w, tok, chunk_size=7, bias=b)
-    assert (s5.token_mi == 0).all() and (s5.rmi == 0).all() and (s5.variance == 0).all()
-    assert torch.allclose(s5.token_logprobs, s1.token_logprobs.expand(5, -1), atol=1e-5)   # GEMM shapes differ
+    for f in ('token_mi', 'rmi', 'variance'): test_eq(getattr(s5, f), torch.zeros(20))
+    test_close(s5.token_logprobs, s1.token_logprobs.expand(5, -1), eps=1e-5)   # GEMM shapes differ
 
 
 def test_kernel_empty_sequence_and_no_graph():
     h, w, b, tok = _inputs(torch.float32, T=0)
     s = ensemble_token_scores(h, w, tok)
-    assert isinstance(s, EnsembleTokenScores) and s.token_logprobs.shape == (4, 0) and s.token_mi.shape == (0,)
+    assert isinstance(s, EnsembleTokenScores)
+    test_eq(s.token_logprobs.shape, (4, 0)); test_eq(s.token_mi.shape, (0,))
     h, w, b, tok = _inputs(torch.float32, T=5)
     s = ensemble_token_scores(h.requires_grad_(), w.requires_grad_(), tok)
-    assert all(t.grad_fn is None for t in (s.token_logprobs, s.token_mi, s.rmi))
+    test_eq([t.grad_fn for t in (s.token_logprobs, s.token_mi, s.rmi)], [None] * 3)
 
 
 def test_kernel_masked_vocabulary_through_the_bias():
     h, w, b, tok = _inputs(torch.float32, seed=3)
     b[::3] = -INF                                  # mask a third of the vocabulary in every member
     tok = torch.where(tok % 3 == 0, tok + 1, tok)  # realised tokens are never masked
-    ell, mi, _ = naive_scores(h, w, tok, b)
+    ref = _naive_ensemble_scores(h, w, tok, b)
     s = ensemble_token_scores(h, w, tok, chunk_size=5, bias=b)
-    assert torch.isfinite(s.token_mi).all() and _max_err(s, ell, mi) <= 1e-4
+    assert torch.isfinite(s.token_mi).all() and _max_err(s, ref) <= 1e-4
     bad = tok.clone(); bad[4] = 0                   # a realised token with probability 0
-    with pytest.raises(ValueError, match='probability 0'): ensemble_token_scores(h, w, bad, bias=b)
+    test_fail(lambda: ensemble_token_scores(h, w, bad, bias=b), exc=ValueError, contains='probability 0')
 
 
 @pytest.mark.parametrize('kwargs, err, msg', [
@@ -275,31 +256,25 @@ def test_kernel_masked_vocabulary_through_the_bias():
 def test_kernel_rejects_bad_input_clearly(kwargs, err, msg):
     args = dict(hidden=torch.ones(2, 5, 4), weight=torch.ones(9, 4), tokens=torch.arange(5), chunk_size=2, bias=None)
     args.update(kwargs)
-    with pytest.raises(err) as e: ensemble_token_scores(**args)
-    assert msg in str(e.value)
+    test_fail(lambda: ensemble_token_scores(**args), exc=err, contains=msg)
 
 
 # ---------------------------------------------------------------- the differentiable single-member kernel
-def naive_logprobs(hidden, weight, tokens, bias=None):
-    cdt = torch.float64 if hidden.dtype == torch.float64 else torch.float32
-    return F.linear(hidden, weight, bias).to(cdt).log_softmax(-1).gather(-1, tokens.long()[:, None])[:, 0]
-
-
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_chunked_logprobs_value_and_gradient_match_naive(dtype):
     h, w, b, tok = _inputs(dtype, K=1, T=29, V=200, seed=4, exact=True)
     h = h[0]
     g_out = torch.randn(29, generator=torch.Generator().manual_seed(5)).to(torch.float64 if dtype == torch.float64 else torch.float32)
     hn, wn, bn = (t.clone().requires_grad_() for t in (h, w, b))
-    ref = naive_logprobs(hn, wn, tok, bn)
+    ref = _naive_token_logprobs(hn, wn, tok, bn)
     ref_grads = torch.autograd.grad((ref * g_out).sum(), (hn, wn, bn))
     tol = {torch.float64: 1e-10, torch.float32: 1e-5}.get(dtype, 1e-5)
     gtol = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 1e-2, torch.bfloat16: 6e-2}[dtype]   # grads are stored in dtype
     for c in CHUNKS(29):
         hc, wc, bc = (t.clone().requires_grad_() for t in (h, w, b))
         out = chunked_token_logprobs(hc, wc, tok, chunk_size=c, bias=bc)
-        assert out.shape == (29,) and out.dtype == ref.dtype
-        assert (out - ref).abs().max().item() <= tol
+        test_eq(out.shape, (29,)); test_eq(out.dtype, ref.dtype)
+        test_close(out, ref, eps=tol)
         grads = torch.autograd.grad((out * g_out).sum(), (hc, wc, bc))
         for g, r in zip(grads, ref_grads):
             assert g.dtype == dtype and (g.double() - r.double()).abs().max().item() <= gtol * (1 + r.double().abs().max().item())
@@ -327,40 +302,39 @@ def test_chunked_logprobs_keeps_no_per_chunk_logits_for_backward():
     assert sum(storages.values()) <= inputs + 4096, sum(storages.values())
     assert 16 * V * 4 > 4096                                    # one chunk's logits would not fit in that slack
     out.sum().backward()
-    assert torch.allclose(h.grad, torch.autograd.grad(naive_logprobs(h, w, tok).sum(), h)[0], atol=1e-5)
+    test_close(h.grad, torch.autograd.grad(_naive_token_logprobs(h, w, tok).sum(), h)[0], eps=1e-5)
 
 
 def test_chunked_logprobs_without_grad_and_errors():
     h, w, b, tok = _inputs(torch.float32, K=1, T=9, V=20, seed=7)
     with torch.no_grad():
         out = chunked_token_logprobs(h[0].requires_grad_(), w, tok, chunk_size=4)
-    assert out.grad_fn is None and torch.allclose(out, naive_logprobs(h[0], w, tok), atol=1e-5)
-    assert chunked_token_logprobs(h[0, :0], w, tok[:0]).shape == (0,)
-    with pytest.raises(ValueError, match=r'\(T, D\)'): chunked_token_logprobs(h, w, tok)
-    with pytest.raises(ValueError, match='outside the vocabulary'): chunked_token_logprobs(h[0], w, tok + 20)
-    with pytest.raises(ValueError, match='non-finite'): chunked_token_logprobs(h[0], w * float('nan'), tok)
+    test_eq(out.grad_fn, None)
+    test_close(out, _naive_token_logprobs(h[0], w, tok), eps=1e-5)
+    test_eq(chunked_token_logprobs(h[0, :0], w, tok[:0]).shape, (0,))
+    test_fail(lambda: chunked_token_logprobs(h, w, tok), exc=ValueError, contains='(T, D)')
+    test_fail(lambda: chunked_token_logprobs(h[0], w, tok + 20), exc=ValueError, contains='outside the vocabulary')
+    test_fail(lambda: chunked_token_logprobs(h[0], w * float('nan'), tok), exc=ValueError, contains='non-finite')
 
 
 # ---------------------------------------------------------------- top-frac count and mean (Eq. 3)
 def test_top_frac_count_is_the_exact_decimal_ceiling():
-    assert math.ceil(0.07 * 100) == 8                              # the floating-point trap
-    assert top_frac_count(100) == 7 and top_frac_count(200) == 14
-    n = np.arange(0, 200_001)
-    assert all(top_frac_count(int(i)) == (7 * int(i) + 99) // 100 for i in n[::7]) and top_frac_count(200_000) == 14_000
+    test_eq(math.ceil(0.07 * 100), 8)                              # the floating-point trap
+    test_eq(top_frac_count(100), 7); test_eq(top_frac_count(200), 14)
+    n = range(0, 200_001, 7)
+    test_eq([top_frac_count(i) for i in n], [(7 * i + 99) // 100 for i in n])
+    test_eq(top_frac_count(200_000), 14_000)
     for frac, num, den in [(0.05, 1, 20), (0.1, 1, 10), (0.3, 3, 10), (0.5, 1, 2), (1.0, 1, 1)]:
-        assert all(top_frac_count(i, frac) == -(-i * num // den) for i in range(0, 1000))
-    assert top_frac_count(np.int64(100)) == 7
+        test_eq([top_frac_count(i, frac) for i in range(1000)], [-(-i * num // den) for i in range(1000)])
+    test_eq(top_frac_count(np.int64(100)), 7)
 
 
-@pytest.mark.parametrize('n, frac', [(-1, 0.07), (1.5, 0.07), (True, 0.07), (10, 0.0), (10, -0.1), (10, 1.5), (10, float('nan')), (10, '0.07')])
-def test_top_frac_count_rejects_bad_input(n, frac):
-    with pytest.raises((TypeError, ValueError)): top_frac_count(n, frac)
-
-
-def naive_top_frac_mean(v, frac, m):
-    sel = np.sort(v[m])[::-1]
-    k = top_frac_count(int(m.sum()), frac)
-    return float(sel[:k].mean()) if k else 0.0
+@pytest.mark.parametrize('n, frac, err, msg', [(-1, 0.07, ValueError, 'n must'), (1.5, 0.07, ValueError, 'n must'),
+                                               (True, 0.07, ValueError, 'n must'), (10, 0.0, ValueError, 'frac'),
+                                               (10, -0.1, ValueError, 'frac'), (10, 1.5, ValueError, 'frac'),
+                                               (10, float('nan'), ValueError, 'frac'), (10, '0.07', TypeError, 'frac')])
+def test_top_frac_count_rejects_bad_input(n, frac, err, msg):
+    test_fail(lambda: top_frac_count(n, frac), exc=err, contains=msg)
 
 
 @MANY
@@ -369,9 +343,9 @@ def naive_top_frac_mean(v, frac, m):
 def test_top_frac_mean_matches_sorting_by_hand(rows, frac):
     v = np.array([r[0] for r in rows], dtype=np.float64); m = np.array([r[1] for r in rows], dtype=bool)
     got = top_frac_mean(torch.tensor(v), frac, mask=torch.tensor(m)).item()
-    assert math.isclose(got, naive_top_frac_mean(v, frac, m), rel_tol=1e-12, abs_tol=1e-9)
+    assert math.isclose(got, _naive_top_frac_mean(v, frac, mask=m), rel_tol=1e-12, abs_tol=1e-9)
     full = top_frac_mean(torch.tensor(v), frac).item()
-    assert math.isclose(full, naive_top_frac_mean(v, frac, np.ones_like(m)), rel_tol=1e-12, abs_tol=1e-9)
+    assert math.isclose(full, _naive_top_frac_mean(v, frac), rel_tol=1e-12, abs_tol=1e-9)
 
 
 def test_top_frac_mean_batched_equals_rows_and_edge_cases():
@@ -380,21 +354,21 @@ def test_top_frac_mean_batched_equals_rows_and_edge_cases():
     lengths = torch.tensor([0, 1, 14, 15, 100, 120])
     m = torch.arange(120) < lengths[:, None]                            # (B, T) completion masks
     out = top_frac_mean(v, mask=m)
-    assert out.shape == (6,)
-    for i in range(6): assert math.isclose(out[i].item(), top_frac_mean(v[i], mask=m[i]).item(), rel_tol=1e-6)
-    assert out[0].item() == 0.0                                         # n = 0: no positions, no uncertainty
-    assert out[1].item() == v[1, 0].item() and out[2].item() == v[2, :14].max().item()   # k = 1: the max
-    assert math.isclose(out[4].item(), v[4, :100].topk(7).values.mean().item(), rel_tol=1e-6)   # n = 100 -> 7
-    assert torch.equal(top_frac_mean(v, mask=m.int()), out)              # 0/1 integer masks work too
+    test_eq(out.shape, (6,))
+    test_close(out, torch.stack([top_frac_mean(v[i], mask=m[i]) for i in range(6)]), eps=1e-6)
+    test_close(out, torch.tensor([_naive_top_frac_mean(v[i], mask=m[i]) for i in range(6)]), eps=1e-6)
+    test_eq(out[0].item(), 0.0)                                         # n = 0: no positions, no uncertainty
+    test_eq(out[1].item(), v[1, 0].item()); test_eq(out[2].item(), v[2, :14].max().item())   # k = 1: the max
+    test_close(out[4].item(), v[4, :100].topk(7).values.mean().item(), eps=1e-6)   # n = 100 -> 7
+    test_eq(top_frac_mean(v, mask=m.int()), out)                         # 0/1 integer masks work too
 
 
 def test_top_frac_mean_rejects_bad_input():
     v = torch.rand(10)
-    for args, kw, msg in [((torch.rand(2, 3, 4),), {}, 'shape'), ((torch.arange(5),), {}, 'float'),
-                          ((v,), dict(mask=torch.ones(9, dtype=torch.bool)), 'mask'),
-                          ((v,), dict(mask=torch.full((10,), 2)), '0 and 1'),
-                          ((torch.tensor([1.0, INF]),), {}, 'finite'), ((v, 0.0), {}, 'frac')]:
-        with pytest.raises((TypeError, ValueError)) as e: top_frac_mean(*args, **kw)
-        assert msg in str(e.value)
+    for args, kw, err, msg in [((torch.rand(2, 3, 4),), {}, ValueError, 'shape'), ((torch.arange(5),), {}, TypeError, 'float'),
+                               ((v,), dict(mask=torch.ones(9, dtype=torch.bool)), ValueError, 'mask'),
+                               ((v,), dict(mask=torch.full((10,), 2)), ValueError, '0 and 1'),
+                               ((torch.tensor([1.0, INF]),), {}, ValueError, 'finite'), ((v, 0.0), {}, ValueError, 'frac')]:
+        test_fail(lambda: top_frac_mean(*args, **kw), exc=err, contains=msg)
     # a non-finite value outside the mask is ignored
-    assert top_frac_mean(torch.tensor([1.0, INF]), mask=torch.tensor([True, False])).item() == 1.0
+    test_eq(top_frac_mean(torch.tensor([1.0, INF]), mask=torch.tensor([True, False])).item(), 1.0)

@@ -17,14 +17,23 @@ from torch.utils.checkpoint import checkpoint
 __all__ = ['token_mutual_information', 'realised_token_diagnostics', 'EnsembleTokenScores', 'ensemble_token_scores',
            'chunked_token_logprobs', 'top_frac_count', 'top_frac_mean']
 
-# %% ../nbs/01_uncertainty.ipynb #3e739046
+# %% ../nbs/01_uncertainty.ipynb #2e4146f3
 def _compute_dtype(
     dtype: torch.dtype, # dtype of the input (logits, log-probs or hidden states)
 ) -> torch.dtype: # float64 for float64 input, float32 otherwise
     "The working dtype of this module: float64 stays float64, everything else is computed in float32."
     return torch.float64 if dtype == torch.float64 else torch.float32
 
-# %% ../nbs/01_uncertainty.ipynb #f9a0aac7
+# %% ../nbs/01_uncertainty.ipynb #9cc91475
+def _naive_token_mi(
+    logits: Tensor, # (K, T, V) member logits; -inf marks a masked vocabulary entry
+) -> Tensor: # (T,) float64 MI_t in nats
+    "Eq. 2 written out in float64: H(mean_k p_k) - mean_k H(p_k), with 0 log 0 = 0 (xlogy); the naive reference of the kernels."
+    p = torch.softmax(logits.double(), -1)                     # (K, T, V)
+    H = lambda q: -torch.special.xlogy(q, q).sum(-1)           # (..., V) -> (...)
+    return H(p.mean(0)) - H(p).mean(0)                         # (T,)
+
+# %% ../nbs/01_uncertainty.ipynb #dbad0a78
 def _log_softmax_(
     x: Tensor, # (..., V) logits, float32/64; OVERWRITTEN with the log-probabilities
     scratch: Tensor, # same shape and dtype as x; receives exp(x - max), its content is discarded
@@ -36,7 +45,7 @@ def _log_softmax_(
     x.sub_(scratch.sum(-1, keepdim=True).log_())
     return rowmax
 
-# %% ../nbs/01_uncertainty.ipynb #2b641c15
+# %% ../nbs/01_uncertainty.ipynb #e2a24fde
 def _mi_from_logprobs_(
     logp: Tensor, # (K, T, V) valid member log-probabilities (float32/64); OVERWRITTEN with log p_k - log p_bar
     scratch: Tensor | None = None, # same shape and dtype as logp, content discarded; allocated when None
@@ -52,38 +61,47 @@ def _mi_from_logprobs_(
     terms = p.mul_(diff).nan_to_num_(nan=0.0)          # (K, T, V) NaN only where p_k = 0: 0 log 0 = 0
     return terms.sum(-1).mean(0).clamp_min_(0.0)       # mean_k KL(p_k || p_bar); clamp: rounding must not flip the bonus's sign
 
-# %% ../nbs/01_uncertainty.ipynb #853c84b6
+# %% ../nbs/01_uncertainty.ipynb #a2d5e91b
 def token_mutual_information(
     logits: Tensor, # (K, T, V) member logits, any float dtype; -inf marks a masked vocabulary entry
 ) -> Tensor: # (T,) MI_t in nats; float32 (float64 for float64 logits)
     "Token-level BALD mutual information H(mean_k p_k) - mean_k H(p_k) of K ensemble members (paper Eq. 2), in float32."
+    _check_logits(logits)
+    with torch.no_grad():
+        logp = logits.to(_compute_dtype(logits.dtype), copy=True)   # (K, T, V) own copy
+        scratch = torch.empty_like(logp)                            # (K, T, V)
+        rowmax = _log_softmax_(logp, scratch)                       # (K, T, 1)
+        if not torch.isfinite(rowmax).all(): _raise_no_distribution(logits, rowmax)
+        return _mi_from_logprobs_(logp, scratch)
+
+# %% ../nbs/01_uncertainty.ipynb #f6233cf7
+def _check_logits(
+    logits: Tensor, # should be (K, T, V) float logits with K, V >= 1
+) -> None:
+    "Raise a clear TypeError/ValueError unless `logits` is a (K, T, V) float tensor with K >= 1 and V >= 1."
     if not isinstance(logits, Tensor): raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
     if logits.ndim != 3: raise ValueError(f"logits must have shape (K, T, V), got shape {tuple(logits.shape)}")
     if not logits.is_floating_point(): raise TypeError(f"logits must be a float tensor, got dtype {logits.dtype}")
     K, T, V = logits.shape
     if K < 1: raise ValueError("logits need at least one ensemble member (K >= 1), got K = 0")
     if V < 1: raise ValueError("logits need a non-empty vocabulary (V >= 1), got V = 0")
-    with torch.no_grad():
-        logp = logits.to(_compute_dtype(logits.dtype), copy=True)   # (K, T, V) own copy
-        scratch = torch.empty_like(logp)                            # (K, T, V)
-        rowmax = _log_softmax_(logp, scratch)                       # (K, T, 1)
-        if not torch.isfinite(rowmax).all():
-            if torch.isnan(logits).any(): raise ValueError("logits contain NaN")
-            if torch.isposinf(logits).any(): raise ValueError("logits contain +inf")
-            k, t = [int(i) for i in torch.nonzero(~torch.isfinite(rowmax[..., 0]))[0]]
-            raise ValueError(f"member {k} has -inf logits at every vocabulary entry at position {t}: no distribution")
-        return _mi_from_logprobs_(logp, scratch)
 
-# %% ../nbs/01_uncertainty.ipynb #a2d5e91b
+def _raise_no_distribution(
+    logits: Tensor, # (K, T, V) the caller's logits
+    rowmax: Tensor, # (K, T, 1) their row maxima, at least one not finite
+) -> None:
+    "Raise a ValueError naming why some member row of `logits` is not a distribution (NaN, +inf, or all -inf)."
+    if torch.isnan(logits).any(): raise ValueError("logits contain NaN")
+    if torch.isposinf(logits).any(): raise ValueError("logits contain +inf")
+    k, t = [int(i) for i in torch.nonzero(~torch.isfinite(rowmax[..., 0]))[0]]
+    raise ValueError(f"member {k} has -inf logits at every vocabulary entry at position {t}: no distribution")
+
+# %% ../nbs/01_uncertainty.ipynb #9e53b219
 def realised_token_diagnostics(
     token_logprobs: Tensor, # (K, T) log p_k of the realised token, per member
 ) -> tuple[Tensor, Tensor, Tensor]: # (T,) each: predictive entropy, Jensen-gap RMI, variance across members
-    "The reference's per-token diagnostics (spec §7.1): -p_bar log p_bar, logsumexp_k l_k - log K - mean_k l_k, and var_k l_k."
-    if not isinstance(token_logprobs, Tensor): raise TypeError(f"token_logprobs must be a torch.Tensor, got {type(token_logprobs).__name__}")
-    if token_logprobs.ndim != 2 or token_logprobs.shape[0] < 1:
-        raise ValueError(f"token_logprobs must have shape (K, T) with K >= 1, got shape {tuple(token_logprobs.shape)}")
-    if not token_logprobs.is_floating_point(): raise TypeError(f"token_logprobs must be a float tensor, got dtype {token_logprobs.dtype}")
-    if not torch.isfinite(token_logprobs).all(): raise ValueError("token_logprobs must be finite (a -inf log-prob makes the gap and the variance infinite)")
+    "The reference's per-token diagnostics: -p_bar log p_bar, logsumexp_k l_k - log K - mean_k l_k, and var_k l_k."
+    _check_token_logprobs(token_logprobs)
     K = token_logprobs.shape[0]
     with torch.no_grad():
         ell = token_logprobs.to(_compute_dtype(token_logprobs.dtype))   # (K, T)
@@ -95,7 +113,77 @@ def realised_token_diagnostics(
         variance = d.var(0, correction=1) if K > 1 and d.shape[1] else torch.zeros_like(log_mean)   # (T,) unbiased; shift-invariant
     return predictive_entropy, rmi, variance
 
-# %% ../nbs/01_uncertainty.ipynb #1a9ebc35
+# %% ../nbs/01_uncertainty.ipynb #cad401f3
+def _check_token_logprobs(
+    token_logprobs: Tensor, # should be (K, T) finite float log-probs with K >= 1
+) -> None:
+    "Raise a clear TypeError/ValueError unless `token_logprobs` is a finite (K, T) float tensor with K >= 1."
+    if not isinstance(token_logprobs, Tensor): raise TypeError(f"token_logprobs must be a torch.Tensor, got {type(token_logprobs).__name__}")
+    if token_logprobs.ndim != 2 or token_logprobs.shape[0] < 1:
+        raise ValueError(f"token_logprobs must have shape (K, T) with K >= 1, got shape {tuple(token_logprobs.shape)}")
+    if not token_logprobs.is_floating_point(): raise TypeError(f"token_logprobs must be a float tensor, got dtype {token_logprobs.dtype}")
+    if not torch.isfinite(token_logprobs).all(): raise ValueError("token_logprobs must be finite (a -inf log-prob makes the gap and the variance infinite)")
+
+# %% ../nbs/01_uncertainty.ipynb #7e4c8a36
+def _naive_realised_token_diagnostics(
+    token_logprobs: Tensor, # (K, T) log p_k of the realised token
+) -> tuple[Tensor, Tensor, Tensor]: # (T,) each, float64: -p_bar log p_bar, Jensen gap, unbiased variance
+    "The realised-token diagnostics written out in float64; the naive reference of realised_token_diagnostics."
+    ell = token_logprobs.double()                              # (K, T)
+    K = ell.shape[0]
+    pbar = ell.exp().mean(0)                                   # (T,)
+    rmi = torch.logsumexp(ell, 0) - torch.log(torch.tensor(float(K), dtype=torch.float64)) - ell.mean(0)
+    var = ell.var(0, correction=1) if K > 1 and ell.shape[1] else torch.zeros_like(pbar)
+    return -pbar * pbar.log(), rmi, var
+
+# %% ../nbs/01_uncertainty.ipynb #2fdfc1f9
+@dataclass
+class EnsembleTokenScores:
+    "Per-token scores of one sequence under K ensemble members: realised-token log-probs, MI (Eq. 2) and the realised-token diagnostics."
+    token_logprobs: Tensor      # (K, T) log p_k(tokens[t]), float32
+    token_mi: Tensor            # (T,) BALD MI over the full vocabulary, nats (paper Eq. 2)
+    predictive_entropy: Tensor  # (T,) -p_bar log p_bar at the realised token, p_bar = mean_k p_k(tokens[t])
+    rmi: Tensor                 # (T,) Jensen gap at the realised token: logsumexp_k l_k - log K - mean_k l_k
+    variance: Tensor            # (T,) unbiased variance of l_k across members (0 when K = 1)
+
+# %% ../nbs/01_uncertainty.ipynb #36120f43
+def ensemble_token_scores(
+    hidden: Tensor, # (K, T, D) final hidden states of the K members; hidden[:, t] predicts tokens[t]
+    weight: Tensor, # (V, D) LM-head weight, same dtype as hidden
+    tokens: Tensor, # (T,) realised token ids in [0, V)
+    chunk_size: int = 256, # positions per LM-head call: extra memory ~ (2 + 2/K) * 4 * K * chunk_size * V bytes
+    bias: Tensor | None = None, # (V,) optional LM-head bias
+) -> EnsembleTokenScores:
+    "Realised-token log-probs, MI (Eq. 2) and diagnostics with the LM head applied chunk_size positions at a time; naive equivalent: `_naive_ensemble_scores`."
+    _check_lm_head_inputs(hidden, weight, tokens, chunk_size, bias, ndim=3)
+    K, T, _ = hidden.shape
+    cdt = _compute_dtype(hidden.dtype)
+    tokens = tokens.long()
+    V, dev = weight.shape[0], hidden.device
+    token_logprobs = torch.empty(K, T, dtype=cdt, device=dev)             # (K, T)
+    token_mi = torch.empty(T, dtype=cdt, device=dev)                      # (T,)
+    size = K * min(chunk_size, T) * V
+    buf_logp, buf_scratch = torch.empty(size, dtype=cdt, device=dev), torch.empty(size, dtype=cdt, device=dev)   # reused by every chunk
+    with torch.no_grad():                                                 # scoring only: MI is a constant bonus
+        for s in range(0, T, chunk_size):
+            e = min(s + chunk_size, T)
+            logp = buf_logp[:K * (e - s) * V].view(K, e - s, V)           # (K, c, V)
+            scratch = buf_scratch[:K * (e - s) * V].view(K, e - s, V)     # (K, c, V)
+            if hidden.dtype == cdt:                                       # the LM head, written straight into the buffer
+                torch.matmul(hidden[:, s:e], weight.T, out=logp)
+                if bias is not None: logp.add_(bias)
+            else: logp.copy_(F.linear(hidden[:, s:e], weight, bias))      # bf16/fp16 head, upcast to float32
+            if not torch.isfinite(_log_softmax_(logp, scratch)).all():
+                raise ValueError(f"the LM head gives NaN/+inf logits (or a row of only -inf) in positions [{s}, {e})")
+            ell = logp.gather(-1, tokens[s:e].expand(K, -1).unsqueeze(-1)).squeeze(-1)   # (K, c)
+            if not torch.isfinite(ell).all():
+                raise ValueError(f"a realised token in positions [{s}, {e}) has probability 0 (-inf logit) under some member")
+            token_logprobs[:, s:e] = ell
+            token_mi[s:e] = _mi_from_logprobs_(logp, scratch)             # consumes logp
+        predictive_entropy, rmi, variance = realised_token_diagnostics(token_logprobs)
+    return EnsembleTokenScores(token_logprobs, token_mi, predictive_entropy, rmi, variance)
+
+# %% ../nbs/01_uncertainty.ipynb #cb481e9c
 def _check_lm_head_inputs(
     hidden: Tensor, # (K, T, D) or (T, D) hidden states
     weight: Tensor, # (V, D) LM-head weight
@@ -133,54 +221,28 @@ def _check_lm_head_inputs(
         t = int(torch.nonzero(bad)[0])
         raise ValueError(f"token id {int(tokens[t])} at position {t} is outside the vocabulary [0, {weight.shape[0]})")
 
-# %% ../nbs/01_uncertainty.ipynb #4f673165
-@dataclass
-class EnsembleTokenScores:
-    "Per-token scores of one sequence under K ensemble members: realised-token log-probs, MI (Eq. 2), spec §7.1 diagnostics."
-    token_logprobs: Tensor      # (K, T) log p_k(tokens[t]), float32
-    token_mi: Tensor            # (T,) BALD MI over the full vocabulary, nats (paper Eq. 2)
-    predictive_entropy: Tensor  # (T,) -p_bar log p_bar at the realised token, p_bar = mean_k p_k(tokens[t])
-    rmi: Tensor                 # (T,) Jensen gap at the realised token: logsumexp_k l_k - log K - mean_k l_k
-    variance: Tensor            # (T,) unbiased variance of l_k across members (0 when K = 1)
+# %% ../nbs/01_uncertainty.ipynb #a2b60a2b
+def _naive_token_logprobs(
+    hidden: Tensor, # (T, D) or (K, T, D) hidden states
+    weight: Tensor, # (V, D) LM-head weight
+    tokens: Tensor, # (T,) realised token ids
+    bias: Tensor | None = None, # (V,) optional LM-head bias
+) -> Tensor: # (T,) or (K, T) log p(tokens[t]), float32 (float64 for float64 inputs)
+    "Realised-token log-probs from the full (.., T, V) log-softmax; the naive reference of the chunked kernels."
+    lp = F.linear(hidden, weight, bias).to(_compute_dtype(hidden.dtype)).log_softmax(-1)   # (..., T, V)
+    return lp.gather(-1, tokens.long().expand(lp.shape[:-1]).unsqueeze(-1)).squeeze(-1)
 
-# %% ../nbs/01_uncertainty.ipynb #9e53b219
-def ensemble_token_scores(
-    hidden: Tensor, # (K, T, D) final hidden states of the K members; hidden[:, t] predicts tokens[t]
-    weight: Tensor, # (V, D) LM-head weight, same dtype as hidden
-    tokens: Tensor, # (T,) realised token ids in [0, V)
-    chunk_size: int = 256, # positions per LM-head call: extra memory ~ (2 + 2/K) * 4 * K * chunk_size * V bytes
+def _naive_ensemble_scores(
+    hidden: Tensor, # (K, T, D) hidden states of the K members
+    weight: Tensor, # (V, D) LM-head weight
+    tokens: Tensor, # (T,) realised token ids
     bias: Tensor | None = None, # (V,) optional LM-head bias
 ) -> EnsembleTokenScores:
-    "Realised-token log-probs, MI (Eq. 2) and diagnostics with the LM head applied chunk_size positions at a time; naive equivalent: `lp = F.linear(hidden, weight, bias).float().log_softmax(-1); lp.gather(-1, tokens.expand(K, -1)[..., None])[..., 0], token_mutual_information(F.linear(hidden, weight, bias))`."
-    _check_lm_head_inputs(hidden, weight, tokens, chunk_size, bias, ndim=3)
-    K, T, _ = hidden.shape
-    cdt = _compute_dtype(hidden.dtype)
-    tokens = tokens.long()
-    V, dev = weight.shape[0], hidden.device
-    token_logprobs = torch.empty(K, T, dtype=cdt, device=dev)             # (K, T)
-    token_mi = torch.empty(T, dtype=cdt, device=dev)                      # (T,)
-    size = K * min(chunk_size, T) * V
-    buf_logp, buf_scratch = torch.empty(size, dtype=cdt, device=dev), torch.empty(size, dtype=cdt, device=dev)   # reused by every chunk
-    with torch.no_grad():                                                 # scoring only: MI is a constant bonus
-        for s in range(0, T, chunk_size):
-            e = min(s + chunk_size, T)
-            logp = buf_logp[:K * (e - s) * V].view(K, e - s, V)           # (K, c, V)
-            scratch = buf_scratch[:K * (e - s) * V].view(K, e - s, V)     # (K, c, V)
-            if hidden.dtype == cdt:                                       # the LM head, written straight into the buffer
-                torch.matmul(hidden[:, s:e], weight.T, out=logp)
-                if bias is not None: logp.add_(bias)
-            else: logp.copy_(F.linear(hidden[:, s:e], weight, bias))      # bf16/fp16 head, upcast to float32
-            if not torch.isfinite(_log_softmax_(logp, scratch)).all():
-                raise ValueError(f"the LM head gives NaN/+inf logits (or a row of only -inf) in positions [{s}, {e})")
-            ell = logp.gather(-1, tokens[s:e].expand(K, -1).unsqueeze(-1)).squeeze(-1)   # (K, c)
-            if not torch.isfinite(ell).all():
-                raise ValueError(f"a realised token in positions [{s}, {e}) has probability 0 (-inf logit) under some member")
-            token_logprobs[:, s:e] = ell
-            token_mi[s:e] = _mi_from_logprobs_(logp, scratch)             # consumes logp
-        predictive_entropy, rmi, variance = realised_token_diagnostics(token_logprobs)
-    return EnsembleTokenScores(token_logprobs, token_mi, predictive_entropy, rmi, variance)
+    "ensemble_token_scores computed from the full (K, T, V) logits in one go; its naive reference."
+    ell = _naive_token_logprobs(hidden, weight, tokens, bias)                          # (K, T)
+    return EnsembleTokenScores(ell, token_mutual_information(F.linear(hidden, weight, bias)), *realised_token_diagnostics(ell))
 
-# %% ../nbs/01_uncertainty.ipynb #7e4c8a36
+# %% ../nbs/01_uncertainty.ipynb #a200a40c
 def _chunk_token_logprobs(
     hidden: Tensor, # (c, D) hidden states of one chunk
     weight: Tensor, # (V, D) LM-head weight
@@ -192,7 +254,7 @@ def _chunk_token_logprobs(
     logits = F.linear(hidden, weight, bias).to(dtype)                           # (c, V)
     return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
 
-# %% ../nbs/01_uncertainty.ipynb #ccc9d0a8
+# %% ../nbs/01_uncertainty.ipynb #9b7e7b76
 def chunked_token_logprobs(
     hidden: Tensor, # (T, D) final hidden states of one member; hidden[t] predicts tokens[t]
     weight: Tensor, # (V, D) LM-head weight, same dtype as hidden
@@ -200,7 +262,7 @@ def chunked_token_logprobs(
     chunk_size: int = 256, # positions per LM-head call; forward and backward memory O(chunk_size * V)
     bias: Tensor | None = None, # (V,) optional LM-head bias
 ) -> Tensor: # (T,) log p(tokens[t]), float32 (float64 for float64 inputs), differentiable
-    "Differentiable realised-token log-probs with the LM head applied chunk by chunk and recomputed in backward; naive equivalent: `F.linear(hidden, weight, bias).float().log_softmax(-1).gather(-1, tokens[:, None])[:, 0]`."
+    "Differentiable realised-token log-probs with the LM head applied chunk by chunk and recomputed in backward; naive equivalent: `_naive_token_logprobs`."
     _check_lm_head_inputs(hidden, weight, tokens, chunk_size, bias, ndim=2)
     T = hidden.shape[0]
     cdt = _compute_dtype(hidden.dtype)
@@ -216,27 +278,49 @@ def chunked_token_logprobs(
         raise ValueError("non-finite log-probs: the LM head gives NaN/inf logits, or a realised token has a -inf logit")
     return out
 
-# %% ../nbs/01_uncertainty.ipynb #36120f43
+# %% ../nbs/01_uncertainty.ipynb #1a352ac2
 def top_frac_count(
     n: int, # number of candidate positions, >= 0
     frac: float | Fraction = 0.07, # fraction in (0, 1]; a float is read as the decimal it is written as
 ) -> int: # ceil(frac * n), computed exactly
-    "ceil(frac * n) in exact rational arithmetic (paper App. C: ceil(0.07 n) positions), so that 0.07 * 100 gives 7, not 8."
+    "ceil(frac * n) in exact rational arithmetic (paper App. D: ceil(0.07 n) positions), so that 0.07 * 100 gives 7, not 8."
+    _check_count_args(n, frac)
+    q = frac if isinstance(frac, Fraction) else Fraction(repr(float(frac)))           # 0.07 -> 7/100 exactly
+    return -(-int(n) * q.numerator // q.denominator)                     # ceil of a rational, integers only
+
+# %% ../nbs/01_uncertainty.ipynb #f9370507
+def _check_count_args(
+    n: int, # should be a non-negative integer (not a bool)
+    frac: float | Fraction, # should be a real number in (0, 1]
+) -> None:
+    "Raise a clear TypeError/ValueError unless n is a non-negative int and frac a real number in (0, 1]."
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
     if isinstance(frac, bool) or not isinstance(frac, numbers.Real):
         raise TypeError(f"frac must be a real number, got {type(frac).__name__}")
     if not 0 < frac <= 1: raise ValueError(f"frac must lie in (0, 1], got {frac!r}")   # NaN fails this too
-    q = frac if isinstance(frac, Fraction) else Fraction(repr(float(frac)))           # 0.07 -> 7/100 exactly
-    return -(-int(n) * q.numerator // q.denominator)                     # ceil of a rational, integers only
 
-# %% ../nbs/01_uncertainty.ipynb #3004c692
+# %% ../nbs/01_uncertainty.ipynb #5f64c9af
 def top_frac_mean(
     values: Tensor, # (T,) or (B, T) per-position values, e.g. token_mi
     frac: float | Fraction = 0.07, # fraction of the n masked-in positions to average (paper: 7%)
     mask: Tensor | None = None, # same shape as values; True/1 = candidate position (e.g. the completion mask)
 ) -> Tensor: # () for (T,) input, (B,) for (B, T) input; 0 where n = 0
-    "Mean of the ceil(frac * n) largest values among the n masked-in positions (paper Eq. 3, App. C); 0 when n = 0."
+    "Mean of the ceil(frac * n) largest values among the n masked-in positions (paper Eq. 3, App. D); 0 when n = 0."
+    v, m = _values_and_mask(values, mask)                                          # (B, T) each
+    k = torch.tensor([top_frac_count(int(n), frac) for n in m.sum(-1).tolist()], device=v.device)   # (B,)
+    kmax = int(k.max()) if k.numel() else 0
+    top = v.masked_fill(~m, -float('inf')).topk(kmax, dim=-1).values              # (B, kmax); k <= n: never a masked value
+    taken = torch.arange(kmax, device=v.device) < k.unsqueeze(-1)                   # (B, kmax)
+    out = torch.where(taken, top, torch.zeros_like(top)).sum(-1) / k.clamp_min(1)   # n = 0: 0 / 1 = 0, not NaN
+    return out if values.ndim == 2 else out[0]
+
+# %% ../nbs/01_uncertainty.ipynb #9f6a45c7
+def _values_and_mask(
+    values: Tensor, # should be (T,) or (B, T) float, finite where masked in
+    mask: Tensor | None, # None (every position) or a bool / 0-1 tensor of values' shape
+) -> tuple[Tensor, Tensor]: # (B, T) values and (B, T) bool mask
+    "Validate the inputs of top_frac_mean and return them batched as (B, T) values and a (B, T) boolean mask."
     if not isinstance(values, Tensor): raise TypeError(f"values must be a torch.Tensor, got {type(values).__name__}")
     if values.ndim not in (1, 2): raise ValueError(f"values must have shape (T,) or (B, T), got shape {tuple(values.shape)}")
     if not values.is_floating_point(): raise TypeError(f"values must be a float tensor, got dtype {values.dtype}")
@@ -249,9 +333,16 @@ def top_frac_mean(
             raise ValueError("mask must be boolean or hold only 0 and 1")
         m = mask.to(device=v.device, dtype=torch.bool).reshape(v.shape)            # (B, T)
     if not torch.isfinite(v[m]).all(): raise ValueError("values must be finite at the masked-in positions")
-    k = torch.tensor([top_frac_count(int(n), frac) for n in m.sum(-1).tolist()], device=v.device)   # (B,)
-    kmax = int(k.max()) if k.numel() else 0
-    top = v.masked_fill(~m, -float('inf')).topk(kmax, dim=-1).values              # (B, kmax); k <= n: never a masked value
-    taken = torch.arange(kmax, device=v.device) < k.unsqueeze(-1)                   # (B, kmax)
-    out = torch.where(taken, top, torch.zeros_like(top)).sum(-1) / k.clamp_min(1)   # n = 0: 0 / 1 = 0, not NaN
-    return out if values.ndim == 2 else out[0]
+    return v, m
+
+# %% ../nbs/01_uncertainty.ipynb #f2253de1
+def _naive_top_frac_mean(
+    values, # (T,) per-position values (tensor or array)
+    frac: float | Fraction = 0.07, # fraction of the n masked-in positions to average
+    mask=None, # (T,) bool / 0-1, or None for every position
+) -> float: # the mean of the ceil(frac * n) largest masked-in values; 0.0 when n = 0
+    "Eq. 3 for one row by sorting, in float64; the naive reference of top_frac_mean."
+    v = torch.as_tensor(values, dtype=torch.float64)                                  # (T,)
+    sel = v if mask is None else v[torch.as_tensor(mask).to(torch.bool)]             # (n,)
+    k = top_frac_count(sel.numel(), frac)
+    return sel.sort(descending=True).values[:k].mean().item() if k else 0.0
