@@ -51,6 +51,7 @@ class Rule:
     family: str | None = None                  # the label it assigns; None: the rule's `name`
 
     def __post_init__(self):
+        "A rule without a family labels with its name."
         if self.family is None: object.__setattr__(self, 'family', self.name)
 
     def matches(self, code: str) -> bool:
