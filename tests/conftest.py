@@ -1,5 +1,11 @@
-"""Suite-wide settings: hypothesis runs reproducibly (same examples every run, no timing deadline on a loaded 2-core machine)."""
+"""Suite-wide settings: hypothesis runs reproducibly (same examples every run, no timing deadline on a loaded 2-core
+machine), and fastcore's test helpers imported into a test module are not collected as tests themselves."""
+import fastcore.test
 from hypothesis import settings
 
 settings.register_profile('ugttt', derandomize=True, deadline=None, database=None, print_blob=True)
 settings.load_profile('ugttt')
+
+for _helper in (fastcore.test.test_eq, fastcore.test.test_close, fastcore.test.test_fail, fastcore.test.test_ne,
+                fastcore.test.test_is, fastcore.test.test_eq_type, fastcore.test.test_warns, fastcore.test.test_stdout):
+    _helper.__test__ = False   # pytest would collect `test_eq` & co. as tests wherever a module imports them
