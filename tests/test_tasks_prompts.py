@@ -1,14 +1,18 @@
 """Prompts of every task for parents with and without code, with and without ancestors, with short and long output.
 
-The chat prompt must carry what TTT-Discover's prompts carry (spec §2) and show our own verifier source; the compact
-prompt must keep its documented line format (the embedded model is trained on it).
+The chat prompt must carry what TTT-Discover's prompts carry and show our own verifier source, with the parent's code
+and output fenced so that they cannot close their blocks; the compact prompt must keep its documented line format (the
+embedded model is trained on it).
 """
 import inspect
 import re
 
 import pytest
+from fastcore.test import test_eq, test_fail
 
 from ugttt.tasks import get_task, State, TASK_NAMES, COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, verifier_source
+
+for _helper in (test_eq, test_fail): _helper.__test__ = False   # fastcore's assertions, not tests to collect
 
 CODE = {"ac1": "def propose_candidate():\n    return [1.0] * 10", "ac2": "def construct_function():\n    return [1.0]",
         "cp26": "def run_packing():\n    return c, r, s", "erdos": "def run():\n    return h, c5, n"}
@@ -71,14 +75,15 @@ def test_chat_prompt_content(task_name, label, parent):
         assert "There is none yet" not in text
     else:
         assert "There is none yet: write a program from scratch." in text
-    # the tail of the parent's output
+    # the tail of the parent's output, behind the sandbox's truncation note when cut
     if p.stdout.strip():
-        block = text.split("## Output of the previous program")[1].split("```")[1].strip("\n")
-        if len(p.stdout.strip()) > STDOUT_TAIL_CHARS:
-            assert block.startswith("[... earlier output truncated ...]\n") and block.endswith("TAIL")
-            assert len(block.split("\n", 1)[1]) == STDOUT_TAIL_CHARS and "HEAD" not in block
+        block = text.split("## Output of the previous program")[1].split("\n```\n")[1]
+        out = p.stdout.strip()
+        if len(out) > STDOUT_TAIL_CHARS:
+            test_eq(block, f"[... output truncated: {len(out)} bytes in all, the last {STDOUT_TAIL_CHARS} characters "
+                           f"follow ...]\n" + out[-STDOUT_TAIL_CHARS:])
         else:
-            assert block == p.stdout.strip()
+            test_eq(block, out)
     else:
         assert "Output of the previous program" not in text
 
@@ -89,15 +94,14 @@ def test_compact_prompt_format(task_name, label, parent):
     text = task.prompt(parent, "compact")
     p = parent or State()
     lines = text.split("\n")
-    assert lines[0] == f"task: {task_name}"
-    assert lines[1] == f"entry: {task.entry_point}() -> {task.returns_short}"
-    if p.bound is None: assert lines[2] == f"{task.bound_name}: none"
-    elif p.parent_bounds: assert lines[2] == f"{task.bound_name}: {p.parent_bounds[0]:.6f} -> {p.bound:.6f}"
-    else: assert lines[2] == f"{task.bound_name}: {p.bound:.6f}"
-    assert lines[3] == f"target: {task.target:g} ({'lower' if task.direction == 'min' else 'higher'} is better)"
-    assert lines[4] == "parent:"
-    assert "\n".join(lines[5:-1]) == (p.code.strip() or "(none)")
-    assert lines[-1] == COMPACT_PROGRAM_MARKER and text.endswith(COMPACT_PROGRAM_MARKER)
+    if p.bound is None: value = "none"
+    elif p.parent_bounds: value = f"{p.parent_bounds[0]:.6f} -> {p.bound:.6f}"
+    else: value = f"{p.bound:.6f}"
+    test_eq(lines[:5], [f"task: {task_name}", f"entry: {task.entry_point}() -> {task.returns_short}",
+                        f"{task.bound_name}: {value}",
+                        f"target: {task.target:g} ({'lower' if task.direction == 'min' else 'higher'} is better)", "parent:"])
+    test_eq("\n".join(lines[5:-1]), p.code.strip() or "(none)")
+    test_eq(lines[-1], COMPACT_PROGRAM_MARKER)
     # few tokens: no verifier source, no rules, no output
     assert len(text) - len(p.code) < 200 and "def as_float_array" not in text and "TAIL" not in text
 
@@ -107,11 +111,22 @@ def test_compact_prompts_differ_only_where_the_facts_differ():
     a = task.prompt(State(code="x = 1", bound=0.9), "compact")
     b = task.prompt(State(code="x = 1", bound=0.91), "compact")
     diff = [(u, v) for u, v in zip(a.splitlines(), b.splitlines()) if u != v]
-    assert diff == [("C2: 0.900000", "C2: 0.910000")]
+    test_eq(diff, [("C2: 0.900000", "C2: 0.910000")])
+
+
+def test_the_compact_format_of_a_parent_with_code_and_an_ancestor_exactly():
+    parent = State(code="def run():\n    return h, c5, n\n\n", bound=0.381, parent_bounds=[0.382, 0.39])
+    test_eq(get_task("erdos").prompt(parent, "compact"),
+            "task: erdos\nentry: run() -> (h in [0,1]^n with sum n/2, c5, n)\nC5: 0.382000 -> 0.381000\n"
+            "target: 0.3808 (lower is better)\nparent:\ndef run():\n    return h, c5, n\n<|program|>")
+
+
+def test_an_unknown_style_is_an_error():
+    test_fail(lambda: get_task("ac1").prompt(None, "markdown"), contains="unknown prompt style 'markdown'; use 'chat' or 'compact'")
 
 
 def test_chat_prompt_does_not_copy_the_reference_wording():
-    # phrases of the reference templates (spec §2) that our prompts must not reuse verbatim
+    # phrases of the reference templates that our prompts must not reuse verbatim
     reference_phrases = ["expert software developer and inequality specialist", "negative infinity points",
                          "Here is the last code we ran", "You may want to start your search from",
                          "Unless you make a meaningful improvement", "Make sure to think and return the final program",

@@ -1,10 +1,12 @@
 """Task scoring against the published constructions (tests/data/constructions, copied from shared/reference).
 
-Every construction must reproduce its recomputed value (benchmarks.md) through `Task.score` to 1e-9 relative; CP26
-validity must match benchmarks.md §3 at the reference tolerance and at tolerance 0; the Erdős SimpleTES file's
-reported C5 must be rejected. Also: the FFT convolution path and the reference's loop-order L2 sum agree with what
-we compute, scoring never raises on hostile input, and the size cap holds.
+Every construction must reproduce its recomputed value (docs/benchmarks.md) through `Task.score` to 1e-9 relative;
+CP26 validity must match the table of docs/benchmarks.md at the reference tolerance and at tolerance 0; the Erdős
+SimpleTES file's reported C5 must be rejected. Also: the FFT convolution path and the reference's loop-order L2 sum
+agree with what we compute, the root states are those of the reference, bit for bit, scoring never raises on hostile
+input, and the size cap holds.
 """
+import hashlib
 import json
 import math
 import time
@@ -12,10 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastcore.test import test_eq, test_close
 from hypothesis import given, settings, HealthCheck, strategies as st
 
-import ugttt.tasks as tasks
-from ugttt.tasks import get_task, TASK_NAMES, MAX_ENTRIES, Score
+import ugttt.scoring as scoring
+from ugttt.tasks import get_task, TASK_NAMES, MAX_ENTRIES, Score, c1_upper_bound, c2_lower_bound, State
+
+for _helper in (test_close, test_eq): _helper.__test__ = False   # fastcore's assertions, not tests to collect
 
 DATA = Path(__file__).resolve().parent / "data" / "constructions"
 FILES = sorted(DATA.glob("*.json"))
@@ -66,7 +71,7 @@ def test_fft_convolution_agrees_with_direct_on_the_large_constructions(name, mon
     d = load(name)
     task = get_task(d["task"])
     direct = task.score(d["data"]["heights"]).bound
-    monkeypatch.setattr(tasks, "DIRECT_CONVOLUTION_MAX", 0)     # force the FFT path
+    monkeypatch.setattr(scoring, "DIRECT_CONVOLUTION_MAX", 0)   # force the FFT path
     via_fft = task.score(d["data"]["heights"]).bound
     assert abs(via_fft - direct) <= 1e-12 * direct, (direct, via_fft)
 
@@ -87,7 +92,7 @@ def reference_loop_c2(heights):
 @pytest.mark.parametrize("path", [p for p in FILES if p.stem.startswith("ac2")], ids=lambda p: p.stem)
 def test_ac2_vectorised_l2_matches_the_reference_loop_order(path):
     d = json.loads(path.read_text())
-    ours, loop = tasks.c2_lower_bound(d["data"]["heights"]), reference_loop_c2(d["data"]["heights"])
+    ours, loop = c2_lower_bound(d["data"]["heights"]), reference_loop_c2(d["data"]["heights"])
     assert abs(ours - loop) <= 1e-12 * loop, (ours, loop)
 
 
@@ -105,7 +110,7 @@ def test_best_known_values_are_the_best_reproduced_constructions():
         task, d = get_task(task_name), load(file)
         assert task.best_known == d["computed_value"]
         assert math.isclose(task.score(result_of(d)).bound, task.best_known, rel_tol=1e-14)   # an ulp of summation order
-        # the best among constructions that reproduce; for CP26 among those valid at tolerance 0 (benchmarks.md §5:
+        # the best among constructions that reproduce; for CP26 among those valid at tolerance 0 (docs/benchmarks.md:
         # SimpleTES sums 3e-12 more but only with the 1e-12 overlap allowance)
         others = [json.loads(f.read_text()) for f in FILES if f.stem.startswith(task_name) and f.stem != "erdos_simpletes"]
         others = [o for o in others if o.get("checks", {}).get("valid_tol0_float", True)]
@@ -115,7 +120,7 @@ def test_best_known_values_are_the_best_reproduced_constructions():
     assert [get_task(n).bound_name for n in TASK_NAMES] == ["C1", "C2", "sum of radii", "C5"]
 
 
-# CP26 validity per benchmarks.md §3: (valid at the reference tolerance 1e-12, valid at tolerance 0).
+# CP26 validity per docs/benchmarks.md: (valid at the reference tolerance 1e-12, valid at tolerance 0).
 CP26_TABLE = {"cp26_alphaevolve_v1": (True, True), "cp26_alphaevolve_v2_repo": (True, True),
               "cp26_shinkaevolve": (True, True), "cp26_thetaevolve_formal": (True, True),
               "cp26_ttt_discover": (True, True), "cp26_simpletes": (True, False)}
@@ -183,10 +188,27 @@ def test_erdos_rescaling_and_report_check(name):
 
 def test_initial_values_of_the_reference_roots():
     ac1, ac2 = get_task("ac1").initial_state(), get_task("ac2").initial_state()
-    assert round(ac1.bound, 10) == 2.0377367798 and round(ac2.bound, 10) == 0.6553266717
-    assert ac1.construction == ac2.construction == np.random.default_rng(42).random(1000).tolist()
+    test_eq((round(ac1.bound, 10), round(ac2.bound, 10)), (2.0377367798, 0.6553266717))   # the reference's first prompts
+    test_eq(ac1.construction, np.random.default_rng(42).random(1000).tolist())
+    test_eq(ac2.construction, ac1.construction)
     er = get_task("erdos").initial_state(seed=42)
-    assert er.bound == get_task("erdos").score((er.construction, er.bound, len(er.construction))).bound
+    test_eq(get_task("erdos").score((er.construction, er.bound, len(er.construction))).bound, er.bound)
+
+
+# Root states as computed before the roots moved into the Task (bound, length and sha256 of repr(construction)).
+ROOTS = {("ac1", 42): (2.037736779839904, 1000, "e898932ab7163b4d"), ("ac1", 7): (2.0500517035919636, 1000, "390f36dc57c074a8"),
+         ("ac2", 42): (0.6553266717187283, 1000, "e898932ab7163b4d"), ("ac2", 7): (0.6525401833508168, 1000, "390f36dc57c074a8"),
+         ("erdos", 42): (0.48962887120768206, 45, "543046bb0fe83fd5"), ("erdos", 7): (0.5075194735624508, 96, "f9abdbed6c256cfd")}
+
+
+@pytest.mark.parametrize("task_name,seed", sorted(ROOTS))
+def test_root_states_are_unchanged_bit_for_bit(task_name, seed):
+    s = get_task(task_name).initial_state(seed=seed)
+    bound, n, digest = ROOTS[task_name, seed]
+    test_eq((s.bound, len(s.construction), hashlib.sha256(repr(s.construction).encode()).hexdigest()[:16]), (bound, n, digest))
+    test_eq((s.code, s.parent_bounds, s.stdout), ("", [], ""))
+    test_eq(s.reward, 1 / bound if get_task(task_name).direction == "min" else bound)
+    test_eq(get_task("cp26").initial_state(seed=seed), State())
 
 
 def test_the_size_cap():
@@ -194,7 +216,7 @@ def test_the_size_cap():
     big = np.random.default_rng(0).random(MAX_ENTRIES)
     t = time.perf_counter(); s = task.score(big); elapsed = time.perf_counter() - t
     assert s.valid and elapsed < 5, elapsed                           # FFT path: fast even at the cap
-    assert math.isclose(s.bound, tasks.c1_upper_bound(big), rel_tol=1e-15)
+    assert math.isclose(s.bound, c1_upper_bound(big), rel_tol=1e-15)
     for too_big in (np.zeros(MAX_ENTRIES + 1) + 1, [1.0] * (MAX_ENTRIES + 1)):
         s = task.score(too_big)
         assert not s.valid and "too many numbers" in s.reason
