@@ -43,13 +43,14 @@ def kl_token_advantages(
     mask: Tensor,                # (G, T) completion mask: 1 = sampled token
     logp_policy: Tensor | None = None,  # (G, T) log-probs of the realised tokens under the policy (paper: adapter k, scoring pass)
     logp_base: Tensor | None = None,    # (G, T) log-probs under the base model (adapters disabled)
-    kl_coef: float = 0.01,       # lambda_KL (paper Table 5: 0.01); 0 switches the correction off
+    kl_coef: float = 0.01,       # lambda_KL (paper App. E: 0.01); 0 switches the correction off
     group_centred: bool = False, # True: the reference's group-centred form (pass the generator's log-probs as logp_policy)
 ) -> Tensor:                     # (G, T) per-token advantages A_{i,t}; 0 outside the mask; no gradient
     "Per-token advantages A_i - lambda_KL·(log pi - log pi_base), the paper's token-wise KL correction (App. A); group-centred as a switch."
     m = _bool_mask(mask)
     a = _advantages(advantages, m)
     zero = torch.zeros((), dtype=a.dtype, device=a.device)
+    if not kl_coef >= 0: raise ValueError(f"kl_coef must be >= 0, got {kl_coef}")
     if kl_coef == 0: return torch.where(m, a[:, None], zero)                       # (G, T)
     d = _token_values(logp_policy, "logp_policy", m) - _token_values(logp_base, "logp_base", m)  # (G, T), 0 outside m
     d = d.to(torch.promote_types(d.dtype, a.dtype))
@@ -88,7 +89,7 @@ def clipped_surrogate(
     logp_old: Tensor,      # (G, T) log pi_old of the same tokens (no gradient)
     adv_tokens: Tensor,    # (G, T) per-token advantages A_{i,t} (kl_token_advantages)
     mask: Tensor,          # (G, T) completion mask: 1 = sampled token
-    clip_eps: float | None = 0.2,  # epsilon of the clip (paper Table 5: 0.2); None = unclipped importance sampling
+    clip_eps: float | None = 0.2,  # epsilon of the clip (paper App. E: 0.2); None = unclipped importance sampling
 ) -> Tensor:               # (G, T) min(rho·A, clip(rho)·A); 0 outside the mask
     "Per-token clipped importance-sampling surrogate min(rho·A, clip(rho, 1-eps, 1+eps)·A) (paper Eq. 12-13)."
     m = _bool_mask(mask, logp.shape if isinstance(logp, Tensor) else None)
@@ -120,6 +121,8 @@ def adapter_pg_loss(
     if logp_old is None:
         raise ValueError(f"ratio_to={ratio_to!r} needs {'logp_own_old' if ratio_to == 'own' else 'logp_gen'}")
     logp_kl = logp_gen if group_centred else logp_own_old
+    if kl_coef != 0 and (logp_kl is None or logp_base is None):
+        raise ValueError(f"the KL correction (kl_coef > 0) needs logp_base and {'logp_gen' if group_centred else 'logp_own_old'}")
     adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=kl_coef, group_centred=group_centred)
     return -token_mean(clipped_surrogate(logp, logp_old, adv, mask, clip_eps=clip_eps), _bool_mask(mask, adv.shape))
 
@@ -129,7 +132,7 @@ def kept_rollouts(
     advantages=None,                # (G,) shaped advantages; only read when min_abs_advantage > 0
     min_abs_advantage: float = 0.0, # reference: 1e-8, drop rollouts with |A_i| below it; paper: 0 (keep all)
 ) -> Tensor:                        # (G,) bool: True = this rollout enters the loss and counts in N
-    "Which rollouts of a group are trained on: none if R_exec is constant (paper Table 5), optionally |A_i| >= a floor (reference)."
+    "Which rollouts of a group are trained on: none if R_exec is constant (paper App. E), optionally |A_i| >= a floor (reference)."
     r = group_tensor(rewards, "rewards")
     if is_constant_group(r): return torch.zeros(r.numel(), dtype=torch.bool, device=r.device)
     keep = torch.ones(r.numel(), dtype=torch.bool, device=r.device)
@@ -157,7 +160,7 @@ def adapter_loss_term(
 # %% ../nbs/11_loss.ipynb #cba55924
 def nnm_term(
     nnm_value: Tensor,        # () L_NNM = -(1/L) sum_l ||W_l||_* (ugttt.regularizer.nnm_loss)
-    nnm_coef: float = 0.075,  # lambda_NNM (paper Table 6: 0.075)
+    nnm_coef: float = 0.075,  # lambda_NNM (paper App. E: 0.075)
     n_kept: int = 1,          # N, the number of kept rollouts of the epoch
     per_rollout: bool = True, # True: lambda·L_NNM / N (the reference's scale, where 0.075 was tuned); False: lambda·L_NNM
 ) -> Tensor:                  # () the NNM share of the epoch objective; 0 when N = 0 and per_rollout
