@@ -36,6 +36,27 @@ def group_tensor(
     return t
 
 # %% ../nbs/02_advantage.ipynb #27c56bb5
+def is_constant_group(
+    rewards,  # (G,) execution rewards R_exec of one group (not reward + MI; see docs/reference-differences.md)
+) -> bool:
+    "True iff all execution rewards of the group are equal, so the group carries no advantage signal."
+    r = group_tensor(rewards, "rewards", min_size=1)
+    return bool(r.max() == r.min())
+
+# %% ../nbs/02_advantage.ipynb #486601a4
+def kl_to_uniform(
+    rewards,      # (G,) execution rewards of one group
+    beta: float,  # entropic temperature β ≥ 0
+) -> Tensor:      # () float64, KL(q_beta || Unif) in nats
+    "KL divergence of the entropic softmax q_beta ∝ exp(beta·r) from the uniform distribution (paper Eq. 10, left side)."
+    r = group_tensor(rewards, "rewards", min_size=1)
+    beta = _nonneg_scalar(beta, "beta")
+    log_q = torch.log_softmax(beta * (r - r.max()), dim=0)  # (G,) max-shifted: finite for beta * r up to 1e9
+    log_gq = log_q + math.log(r.numel())                     # (G,) log(G q_i): exactly 0 where q is uniform
+    q = log_q.exp()
+    return torch.where(q > 0, q * log_gq, torch.zeros_like(q)).sum()  # q_i = 0 terms contribute 0
+
+# %% ../nbs/02_advantage.ipynb #80b692f3
 def _nonneg_scalar(
     value,                   # a real number: Python, NumPy or a 0-d tensor
     name: str,               # argument name used in error messages
@@ -47,28 +68,7 @@ def _nonneg_scalar(
         raise ValueError(f"{name} must be finite and {'>' if positive else '>='} 0, got {v}")
     return v
 
-# %% ../nbs/02_advantage.ipynb #486601a4
-def is_constant_group(
-    rewards,  # (G,) execution rewards R_exec of one group (not reward + MI; spec §8.2)
-) -> bool:
-    "True iff all execution rewards of the group are equal, so the group carries no advantage signal."
-    r = group_tensor(rewards, "rewards", min_size=1)
-    return bool(r.max() == r.min())
-
-# %% ../nbs/02_advantage.ipynb #e76b255d
-def kl_to_uniform(
-    rewards,      # (G,) execution rewards of one group
-    beta: float,  # entropic temperature β ≥ 0
-) -> Tensor:      # () float64, KL(q_beta || Unif) in nats
-    "KL divergence of the entropic softmax q_beta ∝ exp(beta·r) from the uniform distribution (paper Eq. 10, left side)."
-    r = group_tensor(rewards, "rewards", min_size=1)
-    beta = _nonneg_scalar(beta, "beta")
-    log_q = torch.log_softmax(beta * (r - r.max()), dim=0)  # (G,)
-    log_gq = log_q + math.log(r.numel())                     # (G,) log(G q_i): exactly 0 where q is uniform
-    q = log_q.exp()
-    return torch.where(q > 0, q * log_gq, torch.zeros_like(q)).sum()  # q_i = 0 terms contribute 0
-
-# %% ../nbs/02_advantage.ipynb #29f0215e
+# %% ../nbs/02_advantage.ipynb #de53b27a
 def entropic_beta(
     rewards,                       # (G,) execution rewards R_exec of one group, G >= 2
     target: float = math.log(2),   # KL budget against uniform (paper: ln 2)
@@ -77,8 +77,7 @@ def entropic_beta(
 ) -> float:                        # beta >= 0 with KL(q_beta || Unif) = target, or hi where unreachable
     "Entropic temperature beta with KL(softmax(beta·r) || uniform) = ln 2, by bisection on [0, 1e6] (paper App. A, Eq. 10)."
     r = group_tensor(rewards, "rewards", min_size=2)
-    if not (0 < target < math.inf): raise ValueError(f"target must be a positive KL budget, got {target}")
-    if not (0 < hi < math.inf): raise ValueError(f"hi must be positive and finite, got {hi}")
+    _check_bisection(target, hi)
     n_max = int((r == r.max()).sum())
     # sup_beta KL = log(G / n_max): unreachable when it is <= target (all equal, or >= half tied for ln 2)
     if math.log(r.numel() / n_max) <= target: return float(hi)
@@ -89,7 +88,25 @@ def entropic_beta(
         else: hi = mid
     return float(hi)
 
-# %% ../nbs/02_advantage.ipynb #71577235
+# %% ../nbs/02_advantage.ipynb #046550a5
+def _check_bisection(
+    target: float, # KL budget, should be positive and finite
+    hi: float,     # upper end of the bracket, should be positive and finite
+) -> None:
+    "Raise a clear ValueError unless the KL budget and the bracket's upper end are positive and finite."
+    if not (0 < target < math.inf): raise ValueError(f"target must be a positive KL budget, got {target}")
+    if not (0 < hi < math.inf): raise ValueError(f"hi must be positive and finite, got {hi}")
+
+# %% ../nbs/02_advantage.ipynb #23612d30
+def _naive_loo_advantages(
+    rewards,      # (G,) execution rewards, G >= 2
+    beta: float,  # entropic temperature; beta * max|r| must stay below ~700 (no shift, exp may overflow)
+) -> Tensor:      # (G,) float64 w_i - 1, no cap
+    "Eq. 11 evaluated literally in float64, exp(beta r_i) / mean_{j != i} exp(beta r_j) - 1; the naive reference of loo_advantages."
+    e = torch.exp(beta * torch.as_tensor(rewards, dtype=torch.float64))          # (G,)
+    return torch.stack([e[i] / torch.cat([e[:i], e[i + 1:]]).mean() for i in range(len(e))]) - 1
+
+# %% ../nbs/02_advantage.ipynb #2ac69aef
 def loo_advantages(
     rewards,              # (G,) execution rewards R_exec of one group, G >= 2
     beta: float,          # entropic temperature beta >= 0 (e.g. entropic_beta(rewards))
@@ -109,7 +126,7 @@ def loo_advantages(
     # A_i = w_i - 1 = ((G-1) e_i - Z_i) / Z_i; Z_i = 0 only for a unique max whose rivals all underflow -> cap
     return (gap / loo_sum).nan_to_num(posinf=w_max - 1).clamp(min=-1.0, max=w_max - 1)
 
-# %% ../nbs/02_advantage.ipynb #c717f97b
+# %% ../nbs/02_advantage.ipynb #cec33e81
 def gamma_eff(
     beta: float,              # entropic temperature beta(s) >= 0
     alpha: float = 0.1,       # base rate alpha >= 0 (0 switches the MI bonus off)
@@ -121,7 +138,7 @@ def gamma_eff(
     beta_ref, gamma_max = _nonneg_scalar(beta_ref, "beta_ref", positive=True), _nonneg_scalar(gamma_max, "gamma_max")
     return alpha * min(beta / beta_ref, gamma_max)
 
-# %% ../nbs/02_advantage.ipynb #464b74d6
+# %% ../nbs/02_advantage.ipynb #fc3e4061
 def standardize_uncertainty(
     U,                  # (G,) per-rollout uncertainty U_i (top-7% mean of token MI, Eq. 3)
     clip: float = 3.0,  # clip |z| at this many group standard deviations (paper: 3)
@@ -131,18 +148,18 @@ def standardize_uncertainty(
     if not (clip > 0): raise ValueError(f"clip must be > 0, got {clip}")
     if u.numel() < 2 or bool(u.max() == u.min()): return torch.zeros_like(u)  # sigma_U = 0 convention
     centred = u - u.mean()                                                    # (G,)
-    centred = centred - centred.mean()  # second pass: the first leaves a residual sum ~ eps·|U| (see above)
+    centred = centred - centred.mean()  # second pass: the first leaves a residual sum ~ eps·|U| (see Numerics)
     scale = centred.abs().max()         # z is scale-free: unit scale keeps the squares in the std from under/overflowing
     if scale == 0: return torch.zeros_like(u)
     centred = centred / scale
     return (centred / centred.std(correction=1)).clamp(-clip, clip)
 
-# %% ../nbs/02_advantage.ipynb #94aeb7a7
+# %% ../nbs/02_advantage.ipynb #a38b9e20
 def shaped_advantages(
     advantages,               # (G,) plain advantages A_i of one group (e.g. loo_advantages)
     U,                        # (G,) per-rollout uncertainties U_i of the same rollouts
     beta: float,              # the group's entropic temperature beta(s)
-    alpha: float = 0.1,       # base rate of the MI bonus (paper Table 5: 0.1)
+    alpha: float = 0.1,       # base rate of the MI bonus (paper App. E: 0.1)
     beta_ref: float = 2.0,    # reference temperature (paper: 2)
     gamma_max: float = 10.0,  # safety clip on beta/beta_ref (paper: 10)
     clip: float = 3.0,        # z-score clip of the standardised U (paper: 3)
