@@ -68,6 +68,7 @@ def _advantages(
         raise ValueError(f"advantages must have one value per rollout: got {a.numel()} for a mask of {m.shape[0]} rows")
     return a
 
+# %% ../nbs/11_loss.ipynb #29e973ee
 def _token_values(
     x,                   # (G, T) per-token float tensor, or None
     name: str,           # argument name used in error messages
@@ -83,7 +84,7 @@ def _token_values(
     x = x.detach() if detach else x
     return torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
-# %% ../nbs/11_loss.ipynb #b525798d
+# %% ../nbs/11_loss.ipynb #ba0d3d6a
 def clipped_surrogate(
     logp: Tensor,          # (G, T) log pi_theta_k of the realised tokens, with gradient (training forward)
     logp_old: Tensor,      # (G, T) log pi_old of the same tokens (no gradient)
@@ -102,7 +103,7 @@ def clipped_surrogate(
         s = torch.minimum(rho * adv, rho.clamp(1 - clip_eps, 1 + clip_eps) * adv)
     return torch.where(m, s, torch.zeros((), dtype=s.dtype, device=s.device))
 
-# %% ../nbs/11_loss.ipynb #7241500f
+# %% ../nbs/11_loss.ipynb #393a6a11
 def adapter_pg_loss(
     logp: Tensor,                 # (G, T) log pi_theta_k of the realised tokens, with gradient (training forward of adapter k)
     advantages,                   # (G,) shaped advantages A_i^shaped of the group
@@ -126,7 +127,7 @@ def adapter_pg_loss(
     adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=kl_coef, group_centred=group_centred)
     return -token_mean(clipped_surrogate(logp, logp_old, adv, mask, clip_eps=clip_eps), _bool_mask(mask, adv.shape))
 
-# %% ../nbs/11_loss.ipynb #c0338f74
+# %% ../nbs/11_loss.ipynb #2e9c2f79
 def kept_rollouts(
     rewards,                        # (G,) execution rewards R_exec of one group
     advantages=None,                # (G,) shaped advantages; only read when min_abs_advantage > 0
@@ -142,7 +143,7 @@ def kept_rollouts(
         keep &= a.abs() >= min_abs_advantage
     return keep
 
-# %% ../nbs/11_loss.ipynb #2e9c2f79
+# %% ../nbs/11_loss.ipynb #cba55924
 def adapter_loss_term(
     rollout_losses: Tensor,  # (G,) L_{i,k} of one group for adapter k (adapter_pg_loss)
     keep: Tensor,            # (G,) bool, kept rollouts of the group (kept_rollouts)
@@ -157,7 +158,7 @@ def adapter_loss_term(
     kept = torch.where(keep.to(torch.bool), rollout_losses, torch.zeros_like(rollout_losses)).sum()
     return kept / (n_adapters * max(n_kept, 1))
 
-# %% ../nbs/11_loss.ipynb #cba55924
+# %% ../nbs/11_loss.ipynb #ff5c4503
 def nnm_term(
     nnm_value: Tensor,        # () L_NNM = -(1/L) sum_l ||W_l||_* (ugttt.regularizer.nnm_loss)
     nnm_coef: float = 0.075,  # lambda_NNM (paper App. E: 0.075)

@@ -166,7 +166,7 @@ class StreamRecord:
         "Rebuild a record from to_dict."
         return cls(**d)
 
-# %% ../nbs/10_streaming.ipynb #488fce4b
+# %% ../nbs/10_streaming.ipynb #c5f2491e
 def gate_check(
     record: StreamRecord,     # the rollout's record; updated in place at a check
     n_generated: int,         # tokens generated so far (thinking phase)
@@ -181,7 +181,7 @@ def gate_check(
         record.stopped, record.stop_step = True, int(n_generated)
     return record.stopped
 
-# %% ../nbs/10_streaming.ipynb #ba65fdc3
+# %% ../nbs/10_streaming.ipynb #96816a94
 def streaming_summary(
     records,   # the StreamRecords of one epoch's rollouts
 ) -> dict:     # firing_rate, n_rollouts, n_stopped, tokens_after_stop per rollout and per firing
@@ -192,7 +192,7 @@ def streaming_summary(
     return dict(firing_rate=len(stopped) / max(n, 1), n_rollouts=n, n_stopped=len(stopped),
                 tokens_after_stop_per_rollout=after / max(n, 1), tokens_after_stop_per_firing=after / max(len(stopped), 1))
 
-# %% ../nbs/10_streaming.ipynb #ad883f63
+# %% ../nbs/10_streaming.ipynb #4ea0f34b
 def truncated_rollout_mask(
     prompt_len: int,    # tokens of the prompt
     n_think: int,       # thinking tokens sampled before the stop
