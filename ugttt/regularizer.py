@@ -12,6 +12,18 @@ from torch import Tensor
 __all__ = ['stack_adapters', 'nnm_loss']
 
 # %% ../nbs/03_regularizer.ipynb #361d48d5
+def stack_adapters(
+    a_mats: Sequence[Tensor],  # K LoRA down-projections A^(k), each (r, d_in), same shape
+) -> Tensor:                   # (K*r, d_in) stacked W = [A^(1); ...; A^(K)]
+    "Stack the K down-projections of one layer row-wise into W = [A^(1); ...; A^(K)] (paper Eq. 7)."
+    _check_matrices(a_mats, "a_mats", "(r, d_in)", "adapter's A matrix")
+    for k, a in enumerate(a_mats):
+        if a.shape != a_mats[0].shape:
+            raise ValueError(f"all adapters need the same (r, d_in) shape: a_mats[0] is {tuple(a_mats[0].shape)}, "
+                             f"a_mats[{k}] is {tuple(a.shape)}")
+    return torch.cat(list(a_mats), dim=0)
+
+# %% ../nbs/03_regularizer.ipynb #13bfddf2
 def _check_matrices(
     mats,        # the argument to check: should be a non-empty list or tuple of 2-D tensors
     name: str,   # argument name used in error messages
@@ -26,27 +38,23 @@ def _check_matrices(
         if not isinstance(m, Tensor): raise TypeError(f"{name}[{i}] must be a tensor, got {type(m).__name__}")
         if m.dim() != 2: raise ValueError(f"{name}[{i}] must be 2-D {shape}, got shape {tuple(m.shape)}")
 
-# %% ../nbs/03_regularizer.ipynb #2b51da69
-def stack_adapters(
-    a_mats: Sequence[Tensor],  # K LoRA down-projections A^(k), each (r, d_in), same shape
-) -> Tensor:                   # (K*r, d_in) stacked W = [A^(1); ...; A^(K)]
-    "Stack the K down-projections of one layer row-wise into W = [A^(1); ...; A^(K)] (paper Eq. 7)."
-    _check_matrices(a_mats, "a_mats", "(r, d_in)", "adapter's A matrix")
-    for k, a in enumerate(a_mats):
-        if a.shape != a_mats[0].shape:
-            raise ValueError(f"all adapters need the same (r, d_in) shape: a_mats[0] is {tuple(a_mats[0].shape)}, "
-                             f"a_mats[{k}] is {tuple(a.shape)}")
-    return torch.cat(list(a_mats), dim=0)
-
-# %% ../nbs/03_regularizer.ipynb #2a9e4307
+# %% ../nbs/03_regularizer.ipynb #9476e7f0
 def nnm_loss(
     stacks: Sequence[Tensor],  # L stacked down-projections W_l, each (K*r, d_in) (see stack_adapters)
 ) -> Tensor:                   # () -(1/L) sum_l ||W_l||_*, fp32 (float64 for float64 inputs), differentiable
     "Nuclear-norm maximisation loss -(1/L)·sum_l ||W_l||_* over stacked LoRA down-projections (paper Eq. 7)."
-    _check_matrices(stacks, "stacks", "(K*r, d_in)", "layer's stacked W to regularise")
+    _check_stacks(stacks)
     norms = []
-    for l, w in enumerate(stacks):
-        if not w.is_floating_point(): raise TypeError(f"stacks[{l}] must be floating point, got {w.dtype}")
+    for w in stacks:
         w = w if w.dtype == torch.float64 else w.float()   # SVD in fp32 at least (half inputs are cast)
         norms.append(torch.linalg.svdvals(w).sum().to(norms[0].device if norms else w.device))
     return -torch.stack(norms).mean()
+
+# %% ../nbs/03_regularizer.ipynb #2a9e4307
+def _check_stacks(
+    stacks, # should be a non-empty list or tuple of 2-D floating-point tensors
+) -> None:
+    "Raise a clear TypeError/ValueError unless `stacks` is a non-empty list or tuple of 2-D floating-point tensors."
+    _check_matrices(stacks, "stacks", "(K*r, d_in)", "layer's stacked W to regularise")
+    for l, w in enumerate(stacks):
+        if not w.is_floating_point(): raise TypeError(f"stacks[{l}] must be floating point, got {w.dtype}")
