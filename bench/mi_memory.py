@@ -1,7 +1,7 @@
 """Peak extra memory and time of the chunked ensemble scoring kernel (ugttt.uncertainty.ensemble_token_scores).
 
 Setting: K = 5 members, Qwen3's vocabulary V = 151,936, a small hidden size D = 64 (the LM-head matmul is not what
-is measured; the (K, chunk, V) buffers are), chunk_size = 256 (paper App. "Implementation notes"), float32.
+is measured; the (K, chunk, V) buffers are), chunk_size = 256 (paper App. D, "Implementation notes"), float32.
 
 Method. Every measurement runs in a fresh Python subprocess, so that nothing allocated by an earlier measurement
 (the allocator's cached pages, the previous high-water mark) can hide or inflate this one. In the child:
