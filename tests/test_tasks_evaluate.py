@@ -212,17 +212,17 @@ def test_no_code_and_prose_only(sandbox):
 
 
 @pytest.mark.parametrize("code,error", [
-    ("def construct_function(:\n    return [1.0]", "syntax error: invalid syntax (line 1)"),
-    ("x = 1\ndef construct_function():\nreturn [1.0]",
-     "syntax error: IndentationError: expected an indented block after function definition on line 2 (line 3)"),
-    ("x = (1,\ndef construct_function():\n    return [1.0]", "syntax error: '(' was never closed (line 1)"),
-    ("from __future__ import annotations\n\ndef construct_function(:\n    return [1.0]", "syntax error: invalid syntax (line 3)"),
-    ("x = 1\n\x00\n", "syntax error: source code string cannot contain null bytes"),
+    ("def construct_function(:\n    return [1.0]", "invalid syntax (line 1)"),
+    ("x = 1\ndef construct_function():\nreturn [1.0]", "expected an indented block after function definition on line 2 (line 3)"),
+    ("x = (1,\ndef construct_function():\n    return [1.0]", "'(' was never closed (line 1)"),
+    ("from __future__ import annotations\n\ndef construct_function(:\n    return [1.0]", "invalid syntax (line 3)"),
+    ("x = 1\n\x00\n", "null bytes"),
 ])
 def test_syntax_errors_are_found_in_the_sandbox_and_named_by_the_programs_own_lines(sandbox, code, error):
     ev = get_task("ac2").evaluate(fenced(code) if "\x00" not in code else code, sandbox=sandbox)
-    assert_failed(ev)
-    test_eq((ev.error, ev.stdout), (error, ""))
+    assert_failed(ev, error)
+    assert ev.error.startswith("syntax error: "), ev.error
+    test_eq(ev.stdout, "")
 
 
 def test_an_overlong_program_is_refused_unsent():

@@ -360,8 +360,8 @@ def evaluate(
     return Evaluation(s.reward, s.bound, True, None, run.stdout, s.construction, code, time.perf_counter() - start)
 
 # %% ../nbs/05_tasks.ipynb #548731eb
-_SYNTAX_ERROR = re.compile(r"exception: (SyntaxError|IndentationError|TabError): ")
-_FILE_LINE = re.compile(r"\(program\.py, line (\d{1,9})\)|\bon line (\d{1,9})")
+_SYNTAX_ERROR = re.compile(r"syntax error: |exception: (SyntaxError|IndentationError|TabError): ")
+_FILE_LINE = re.compile(r"\((?:program\.py, )?line (\d{1,9})\)|\bon line (\d{1,9})")
 
 def _syntax_error_in_program_lines(
     error: str,          # the sandbox's error for a failed run
@@ -376,5 +376,5 @@ def _syntax_error_in_program_lines(
         if n < 1: return k[0]
         return f"(line {n})" if k[1] else f"on line {n}"
 
-    kind = "" if m[1] == "SyntaxError" else f"{m[1]}: "
+    kind = f"{m[1]}: " if m[1] not in (None, "SyntaxError") else ""
     return f"syntax error: {kind}" + _FILE_LINE.sub(restate, error[m.end():])
