@@ -179,8 +179,9 @@ def test_erdos_rescaling_and_report_check(name):
     s = task.score((scaled, c5, n))
     assert s.valid and math.isclose(s.bound, c5, rel_tol=1e-12)
     assert math.isclose(sum(s.construction), n / 2, rel_tol=1e-14)
-    assert not task.score((h * 1.01, c5, n)).valid or h.max() * 1.01 <= 1   # rescaling cannot rescue h > 1 ...
-    assert "[0, 1]" in task.score((h * 1.01, c5, n)).reason                # ... and every file has a value near 1
+    assert h.max() * 1.01 > 1                                          # every file has a value near 1 ...
+    test_eq(task.score((h * 1.01, c5, n)).valid, False)                # ... so h * 1.01 leaves [0, 1]: rescaling
+    assert "h must lie in [0, 1]" in task.score((h * 1.01, c5, n)).reason   # cannot rescue it
     assert task.score((h, c5 * (1 + 2e-9), n)).reason.startswith("invalid solution: reported c5_bound")
     assert task.score((h, c5 * (1 + 5e-10), n)).valid
     assert "n_points" in task.score((h, c5, n + 1)).reason
