@@ -49,8 +49,8 @@ def kl_token_advantages(
     "Per-token advantages A_i - lambda_KL·(log pi - log pi_base), the paper's token-wise KL correction (App. A); group-centred as a switch."
     m = _bool_mask(mask)
     a = _advantages(advantages, m)
-    zero = torch.zeros((), dtype=a.dtype, device=a.device)
     if not kl_coef >= 0: raise ValueError(f"kl_coef must be >= 0, got {kl_coef}")
+    zero = torch.zeros((), dtype=a.dtype, device=a.device)
     if kl_coef == 0: return torch.where(m, a[:, None], zero)                       # (G, T)
     d = _token_values(logp_policy, "logp_policy", m) - _token_values(logp_base, "logp_base", m)  # (G, T), 0 outside m
     d = d.to(torch.promote_types(d.dtype, a.dtype))
