@@ -94,6 +94,7 @@ def _uniform_heights(
     "The AC root construction: 1000 heights uniform on [0, 1)."
     return rng.random(1000)
 
+# %% ../nbs/05_tasks.ipynb #f09e2056
 def _random_overlap_step(
     rng: np.random.Generator,   # the root's generator
 ) -> tuple:                     # (h (n,), C5 of h, n) as run() returns it
@@ -103,7 +104,7 @@ def _random_overlap_step(
     h = 0.5 + u - np.mean(u)
     return h, c5_upper_bound(h), n
 
-# %% ../nbs/05_tasks.ipynb #fbdc5d9f
+# %% ../nbs/05_tasks.ipynb #e3266e5d
 @patch
 def initial_state(
     self: Task,
@@ -115,7 +116,7 @@ def initial_state(
     if not s.valid: raise RuntimeError(f"the root construction of {self.name} is invalid: {s.reason}")   # a bug here
     return State(code="", construction=s.construction, bound=s.bound, reward=s.reward)
 
-# %% ../nbs/05_tasks.ipynb #4877afe4
+# %% ../nbs/05_tasks.ipynb #648f17c8
 _AC_HELPERS = (as_float_array, full_convolution, clipped_heights)
 
 TASKS = {
@@ -176,7 +177,7 @@ TASKS = {
         aliases=("evaluate_erdos_solution = verify_c5_solution",)),
 }
 
-# %% ../nbs/05_tasks.ipynb #e0233659
+# %% ../nbs/05_tasks.ipynb #bd6f8d4d
 def get_task(
     name: str,   # one of TASK_NAMES
 ) -> Task:
@@ -185,7 +186,7 @@ def get_task(
         raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
     return TASKS[name]
 
-# %% ../nbs/05_tasks.ipynb #05a2cbab
+# %% ../nbs/05_tasks.ipynb #5b4aab97
 _PYTHON_BLOCK = re.compile(r"```python[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", re.DOTALL)   # body ends at a fence opening a line
 _ANY_BLOCK = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", re.DOTALL)
 
@@ -199,7 +200,7 @@ def extract_program(
     blocks = _PYTHON_BLOCK.findall(text) or _ANY_BLOCK.findall(text)
     return (blocks[-1] if blocks else text).strip()
 
-# %% ../nbs/05_tasks.ipynb #f6b8318e
+# %% ../nbs/05_tasks.ipynb #6e4ce845
 @functools.cache                 # built once per task (see above)
 def verifier_source(
     task: Task,                # its `helpers` are the verifier functions, `aliases` extra lines
@@ -211,7 +212,7 @@ def verifier_source(
     consts = "\n".join(f"{k} = {globals()[k]!r}" for k in names)
     return "\n\n".join([consts] + sources + list(task.aliases)) + "\n"
 
-# %% ../nbs/05_tasks.ipynb #dabf0478
+# %% ../nbs/05_tasks.ipynb #41b22ee6
 _FUTURE_LINE = re.compile(r"^from __future__ import [^\n]*$", re.MULTILINE)
 
 def program_source(
@@ -228,7 +229,7 @@ def program_source(
         parts.append(f"{task.warm_start} = np.array([{values}])")
     return "\n\n".join(parts + [body]) + "\n"
 
-# %% ../nbs/05_tasks.ipynb #19507600
+# %% ../nbs/05_tasks.ipynb #18b60219
 @patch
 def prompt(
     self: Task,
@@ -243,7 +244,7 @@ def prompt(
     if style == "compact": return _compact_prompt(self, p)
     raise ValueError(f"unknown prompt style {style!r}; use 'chat' or 'compact'")
 
-# %% ../nbs/05_tasks.ipynb #a716d53f
+# %% ../nbs/05_tasks.ipynb #a6e55bc6
 def _compact_prompt(
     task: Task,       # the task
     p: State,         # the parent state (the empty State for none)
@@ -257,6 +258,7 @@ def _compact_prompt(
                       f"{task.bound_name}: {value}", f"target: {task.target:g} ({better} is better)",
                       "parent:", p.code.strip() or "(none)", COMPACT_PROGRAM_MARKER])
 
+# %% ../nbs/05_tasks.ipynb #5f5a545a
 def _chat_prompt(
     task: Task,       # the task
     p: State,         # the parent state (the empty State for none)
@@ -311,6 +313,7 @@ def _chat_prompt(
               "Then give the complete program in one block between ```python and ```."]
     return "\n".join(lines)
 
+# %% ../nbs/05_tasks.ipynb #9d12812f
 def _fence(
     text: str,        # text to show verbatim (a program, its output)
     info: str = "",   # the fence's info string, e.g. "python"
@@ -320,6 +323,7 @@ def _fence(
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{text}\n{fence}"
 
+# %% ../nbs/05_tasks.ipynb #058b287b
 def _output_tail(
     stdout: str,      # a program's output as the sandbox returned it
 ) -> str:             # its stripped tail, at most STDOUT_TAIL_CHARS characters behind a truncation note
@@ -328,7 +332,7 @@ def _output_tail(
     tail = stdout.strip().encode("utf-8", "surrogatepass")
     return truncate_output(tail, len(tail), STDOUT_TAIL_CHARS)
 
-# %% ../nbs/05_tasks.ipynb #7ecd92b8
+# %% ../nbs/05_tasks.ipynb #4f017714
 @patch
 def evaluate(
     self: Task,
@@ -359,7 +363,7 @@ def evaluate(
     if not s.valid: return failed(f"invalid result: {s.reason}", run.stdout)
     return Evaluation(s.reward, s.bound, True, None, run.stdout, s.construction, code, time.perf_counter() - start)
 
-# %% ../nbs/05_tasks.ipynb #548731eb
+# %% ../nbs/05_tasks.ipynb #45f21a95
 _SYNTAX_ERROR = re.compile(r"syntax error: |exception: (SyntaxError|IndentationError|TabError): ")
 _FILE_LINE = re.compile(r"\((?:program\.py, )?line (\d{1,9})\)|\bon line (\d{1,9})")
 
