@@ -40,20 +40,19 @@ def result_of(d, c5=None):
 
 def test_the_reference_data_is_all_there():
     names = {f.stem for f in FILES}
-    assert len(FILES) == 20
+    test_eq(len(FILES), 20)
     assert {"ac1_ttt_discover", "ac2_alphaevolve_v2", "cp26_simpletes", "erdos_simpletes"} <= names
-    assert {json.loads(f.read_text())["task"] for f in FILES} == set(TASK_NAMES)
+    test_eq({json.loads(f.read_text())["task"] for f in FILES}, set(TASK_NAMES))
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_every_construction_reproduces_its_value(path):
     d = json.loads(path.read_text())
     s = get_task(d["task"]).score(result_of(d))
-    assert s.valid, s.reason
-    assert s.reason is None
-    assert math.isclose(s.bound, d["computed_value"], rel_tol=1e-9), (s.bound, d["computed_value"])
+    test_eq((s.valid, s.reason), (True, None))
+    test_close(s.bound, d["computed_value"], eps=1e-9 * d["computed_value"])
     task = get_task(d["task"])
-    assert s.reward == (1 / s.bound if task.direction == "min" else s.bound)
+    test_eq(s.reward, 1 / s.bound if task.direction == "min" else s.bound)
 
 
 @pytest.mark.parametrize("path", [p for p in FILES if p.stem.startswith(("ac1", "ac2"))], ids=lambda p: p.stem)
@@ -61,9 +60,9 @@ def test_ac_lists_and_arrays_score_identically_and_the_construction_reproduces_t
     d = json.loads(path.read_text())
     task = get_task(d["task"])
     s_list, s_array = task.score(d["data"]["heights"]), task.score(np.array(d["data"]["heights"]))
-    assert s_list == s_array and s_list.bound == s_array.bound
-    assert task.score(s_list.construction).bound == s_list.bound
-    assert len(s_list.construction) == d["data"]["n"]
+    test_eq(s_list, s_array)
+    test_eq(task.score(s_list.construction).bound, s_list.bound)
+    test_eq(len(s_list.construction), d["data"]["n"])
 
 
 @pytest.mark.parametrize("name", ["ac1_ttt_discover", "ac2_alphaevolve_v2", "ac2_ttt_discover"])
@@ -73,7 +72,7 @@ def test_fft_convolution_agrees_with_direct_on_the_large_constructions(name, mon
     direct = task.score(d["data"]["heights"]).bound
     monkeypatch.setattr(scoring, "DIRECT_CONVOLUTION_MAX", 0)   # force the FFT path
     via_fft = task.score(d["data"]["heights"]).bound
-    assert abs(via_fft - direct) <= 1e-12 * direct, (direct, via_fft)
+    test_close(via_fft, direct, eps=1e-12 * direct)
 
 
 def reference_loop_c2(heights):
@@ -93,13 +92,13 @@ def reference_loop_c2(heights):
 def test_ac2_vectorised_l2_matches_the_reference_loop_order(path):
     d = json.loads(path.read_text())
     ours, loop = c2_lower_bound(d["data"]["heights"]), reference_loop_c2(d["data"]["heights"])
-    assert abs(ours - loop) <= 1e-12 * loop, (ours, loop)
+    test_close(ours, loop, eps=1e-12 * loop)
 
 
 def test_ac2_ttt_discover_matches_the_value_the_reference_stored():
     d = load("ac2_ttt_discover")      # the reference's loop stored 0.9591797711481764; we sum pairwise
     s = get_task("ac2").score(d["data"]["heights"])
-    assert abs(s.bound - d["claimed_value"]) <= 1e-12 * d["claimed_value"]
+    test_close(s.bound, d["claimed_value"], eps=1e-12 * d["claimed_value"])
     assert s.bound != d["claimed_value"]        # documented: summation order differs at ~1e-13
 
 
@@ -108,16 +107,16 @@ def test_best_known_values_are_the_best_reproduced_constructions():
             "erdos": "erdos_together_ai_2026"}
     for task_name, file in best.items():
         task, d = get_task(task_name), load(file)
-        assert task.best_known == d["computed_value"]
-        assert math.isclose(task.score(result_of(d)).bound, task.best_known, rel_tol=1e-14)   # an ulp of summation order
+        test_eq(task.best_known, d["computed_value"])
+        test_close(task.score(result_of(d)).bound, task.best_known, eps=1e-14 * task.best_known)   # an ulp of summation order
         # the best among constructions that reproduce; for CP26 among those valid at tolerance 0 (docs/benchmarks.md:
         # SimpleTES sums 3e-12 more but only with the 1e-12 overlap allowance)
         others = [json.loads(f.read_text()) for f in FILES if f.stem.startswith(task_name) and f.stem != "erdos_simpletes"]
         others = [o for o in others if o.get("checks", {}).get("valid_tol0_float", True)]
         values = [o["computed_value"] for o in others]
-        assert task.best_known == (min(values) if task.direction == "min" else max(values))
-    assert [get_task(n).target for n in TASK_NAMES] == [1.5030, 0.97, 2.636, 0.3808]
-    assert [get_task(n).bound_name for n in TASK_NAMES] == ["C1", "C2", "sum of radii", "C5"]
+        test_eq(task.best_known, min(values) if task.direction == "min" else max(values))
+    test_eq([get_task(n).target for n in TASK_NAMES], [1.5030, 0.97, 2.636, 0.3808])
+    test_eq([get_task(n).bound_name for n in TASK_NAMES], ["C1", "C2", "sum of radii", "C5"])
 
 
 # CP26 validity per docs/benchmarks.md: (valid at the reference tolerance 1e-12, valid at tolerance 0).
@@ -131,21 +130,22 @@ def test_cp26_tolerant_and_strict_validity_match_the_table_and_the_files_checks(
     d = load(name)
     task = get_task("cp26")
     tolerant, strict = task.score(result_of(d)), task.score(result_of(d), strict=True)
-    assert (tolerant.valid, strict.valid) == CP26_TABLE[name]
-    assert strict.valid == d["checks"]["valid_tol0_float"]
+    test_eq((tolerant.valid, strict.valid), CP26_TABLE[name])
+    test_eq(strict.valid, d["checks"]["valid_tol0_float"])
     if not strict.valid:
         i, j = d["checks"]["worst_pair"]
         assert f"circles {i} and {j} overlap by 9.99" in strict.reason and "tolerance 0" in strict.reason
-        assert strict.reward == 0.0 and strict.bound is None
-    assert tolerant.bound == sum(d["data"]["radii"]) or math.isclose(tolerant.bound, d["computed_value"], rel_tol=1e-15)
-    assert [c[2] for c in tolerant.construction] == d["data"]["radii"]
+        test_eq((strict.reward, strict.bound), (0.0, None))
+    test_close(tolerant.bound, d["computed_value"], eps=1e-15 * d["computed_value"])    # np.sum vs sum: an ulp or two
+    test_eq([c[2] for c in tolerant.construction], d["data"]["radii"])
 
 
 def test_cp26_ignores_the_reported_sum_and_shrinking_the_radii_makes_simpletes_strictly_valid():
     d = load("cp26_simpletes")
     centers, radii = d["data"]["centers"], d["data"]["radii"]
     s = get_task("cp26").score((centers, radii, 1e9))                 # a lie about the sum changes nothing
-    assert s.valid and math.isclose(s.reward, d["computed_value"], rel_tol=1e-15)
+    test_eq(s.valid, True)
+    test_close(s.reward, d["computed_value"], eps=1e-15 * d["computed_value"])
     shrunk = [r - d["checks"]["uniform_radius_shrink_for_exact_validity"] for r in radii]
     assert get_task("cp26").score((centers, shrunk, 0.0), strict=True).valid
 
@@ -162,12 +162,13 @@ def test_erdos_simpletes_reported_c5_is_rejected():
     d = load("erdos_simpletes")
     reported = d["claimed_value"]                                       # 0.38085596768904106 stored in the file
     s = get_task("erdos").score(result_of(d, c5=reported))
-    assert not s.valid and s.reward == 0.0 and s.bound is None
+    test_eq((s.valid, s.reward, s.bound), (False, 0.0, None))
     assert "disagrees" in s.reason and "0.38094895" in s.reason         # the value recomputed from h
     # the reference's check (np.isclose, atol 1e-4) would have accepted it and rewarded 1/0.380856:
     assert np.isclose(d["computed_value"], reported, atol=1e-4)
     honest = get_task("erdos").score(result_of(d))                      # reporting the true C5 is fine (and worse)
-    assert honest.valid and math.isclose(honest.bound, 0.3809489501030183, rel_tol=1e-9)
+    test_eq(honest.valid, True)
+    test_close(honest.bound, 0.3809489501030183, eps=1e-9)
 
 
 @pytest.mark.parametrize("name", ["erdos_haugland2016", "erdos_ttt_discover", "erdos_together_ai_2026"])
@@ -177,8 +178,9 @@ def test_erdos_rescaling_and_report_check(name):
     task = get_task("erdos")
     scaled = h * 0.999                                                 # sum != n/2: rescaled back, same C5
     s = task.score((scaled, c5, n))
-    assert s.valid and math.isclose(s.bound, c5, rel_tol=1e-12)
-    assert math.isclose(sum(s.construction), n / 2, rel_tol=1e-14)
+    test_eq(s.valid, True)
+    test_close(s.bound, c5, eps=1e-12 * c5)
+    test_close(sum(s.construction), n / 2, eps=1e-14 * n)
     assert h.max() * 1.01 > 1                                          # every file has a value near 1 ...
     test_eq(task.score((h * 1.01, c5, n)).valid, False)                # ... so h * 1.01 leaves [0, 1]: rescaling
     assert "h must lie in [0, 1]" in task.score((h * 1.01, c5, n)).reason   # cannot rescue it
@@ -217,7 +219,7 @@ def test_the_size_cap():
     big = np.random.default_rng(0).random(MAX_ENTRIES)
     t = time.perf_counter(); s = task.score(big); elapsed = time.perf_counter() - t
     assert s.valid and elapsed < 5, elapsed                           # FFT path: fast even at the cap
-    assert math.isclose(s.bound, c1_upper_bound(big), rel_tol=1e-15)
+    test_close(s.bound, c1_upper_bound(big), eps=1e-15 * s.bound)
     for too_big in (np.zeros(MAX_ENTRIES + 1) + 1, [1.0] * (MAX_ENTRIES + 1)):
         s = task.score(too_big)
         assert not s.valid and "too many numbers" in s.reason
