@@ -159,9 +159,9 @@ def _confine(
     "In a freshly forked child: own /tmp, /dev/shm and IPC objects, then the worker's uid; returns the work directory."
     libc = ctypes.CDLL(None, use_errno=True)
     if cfg.get('fresh'):
-        keep = [(p, os.open(p, os.O_PATH)) for p in cfg.get('keep', ())]      # reachable after /tmp is covered
         _check(libc.unshare(0x00020000 | 0x08000000), 'unshare(CLONE_NEWNS | CLONE_NEWIPC)')
         _check(libc.mount(None, b'/', None, (1 << 14) | (1 << 18), None), 'make / private')   # MS_REC | MS_PRIVATE
+        keep = [(p, os.open(p, os.O_PATH)) for p in cfg.get('keep', ())]      # reachable after /tmp is covered
         opts = f"size={cfg['tmp_bytes']},mode=1777".encode()
         for d in (b'/tmp', b'/dev/shm'): _check(libc.mount(b'tmpfs', d, b'tmpfs', 2 | 4, opts), f'mount tmpfs on {d.decode()}')
         for p, fd in keep:
