@@ -4,7 +4,9 @@
     python bench/sandbox_throughput.py --n 500 --workers 2 --json bench/out/sandbox.json
 
 Per-program overhead is the wall time of a program that does nothing (`def run(): return 1`), measured one at a time
-from the caller: dispatch, fork, confinement, result, cleanup, report. The baselines run the same program the way a
+from the caller: waiting for the worker to be idle, dispatch, the program, result, report. As root that includes, per
+program, a fork, a fresh tmpfs `/tmp` and `/dev/shm`, an IPC namespace, a uid switch and a seccomp filter, the sweep
+of the program's processes and the zygote's health check. The baselines run the same program the way a
 harness without a warm worker must: a fresh interpreter per program (`python -c`), once importing numpy and scipy
 (`import numpy, scipy`, lazy submodules) and once importing the modules our zygote preloads (numpy and the scipy
 submodules programs use). Throughput is `Sandbox.map` over N programs with W workers (programs per second), for the
@@ -64,7 +66,7 @@ def main() -> dict:
     t = time.perf_counter()
     with Sandbox(workers=a.workers, budget_s=10.0) as sb:
         sb.map([(TRIVIAL, 'run')] * a.workers)                     # warm: every worker started and used once
-        res['isolation'], res['layers'] = sb.isolation, sb.layers
+        res['isolation'], res['layers'], res['missing'] = sb.isolation, sb.layers, sb.missing
         res['worker_start_s'] = time.perf_counter() - t
         seq = sequential_s(sb, TRIVIAL, a.n)
         res['sandbox_overhead_ms'] = 1000 * med(seq)
@@ -81,6 +83,7 @@ def main() -> dict:
 
     print(f"isolation: {res['isolation']}  ({res['cpus']} CPUs, load average {res['load_avg_before']:.1f} -> {res['load_avg_after']:.1f})")
     for layer in res['layers']: print('  -', layer)
+    for gap in res['missing']: print('  - MISSING:', gap)
     print(f"worker start (both workers, in parallel):       {res['worker_start_s']:.2f} s")
     print(f"sandbox per-program overhead (median, p90):      {res['sandbox_overhead_ms']:.1f} ms, {res['sandbox_overhead_p90_ms']:.1f} ms")
     print(f"sandbox small numpy program (median):            {res['sandbox_numpy_program_ms']:.1f} ms")
