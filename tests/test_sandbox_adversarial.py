@@ -473,7 +473,7 @@ def test_what_a_program_leaves_in_its_files_costs_the_next_one_nothing(sb, name,
         assert r.ok, r
     rs = _valid_everywhere(sb, "import os\ndef run(): return [sorted(os.listdir('/tmp'))]" if sb.program_uids else VALID,
                            (['job'],) if sb.program_uids else (1, 2.5))
-    assert max(r.elapsed_s for r in rs) < 1.0, [r.elapsed_s for r in rs]   # the clock starts when the worker is ready
+    assert max(r.elapsed_s for r in rs) < 1.5, [r.elapsed_s for r in rs]   # the clock starts when the worker is ready
 
 
 def test_a_worker_whose_wipe_fails_is_replaced_without_failing_anyone():

@@ -25,7 +25,7 @@ class RunResult:
     error: str | None   # reason in words when not ok
     stdout: str         # captured, tail kept, truncation marked
     stderr: str         # captured, tail kept, truncation marked
-    elapsed_s: float    # wall time of the program (from dispatch to report)
+    elapsed_s: float    # the program's wall time on the caller's clock, from dispatch to its end (pipes closed or report)
     timed_out: bool     # killed for exceeding its budget
 
 # %% ../nbs/06_sandbox.ipynb #eee4621b
@@ -601,7 +601,7 @@ class Sandbox:
         if self.program_uids:
             L.append(f'per program: fresh /tmp and /dev/shm ({self.tmp_mb} MB tmpfs each) and IPC namespace; '
                      "a uid per worker, not the zygote's, no capabilities")
-        elif self.isolation == 'bwrap': L.append(f'user namespace, no capabilities (caller is not root); /tmp wiped per program')
+        elif self.isolation == 'bwrap': L.append('user namespace, no capabilities (caller is not root); /tmp wiped per program')
         if self._seccomp is not None:
             L.append('seccomp deny-list and no_new_privs: keyring, namespaces, mounts, ptrace, bpf, io_uring, perf'
                      + ('' if self.program_uids else ', System V IPC and POSIX queues'))
