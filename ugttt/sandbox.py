@@ -232,13 +232,14 @@ def _take_uid() -> int:
         _UIDS_IN_USE.add(uid)
         return uid
 
+# %% ../nbs/06_sandbox.ipynb #d0a66be8
 def _give_uid(
     uid: int | None, # from _take_uid
 ) -> None:
     "Let another worker use `uid` again (its programs are all dead)."
     with _UID_LOCK: _UIDS_IN_USE.discard(uid)
 
-# %% ../nbs/06_sandbox.ipynb #4d5cd66f
+# %% ../nbs/06_sandbox.ipynb #137777df
 _ETC = ('ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'passwd', 'group', 'nsswitch.conf', 'hosts',
         'alternatives', 'mime.types', 'os-release')
 _THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_NUM_THREADS',
@@ -258,7 +259,7 @@ def _python_dirs() -> list:
         out.append(p)
     return out
 
-# %% ../nbs/06_sandbox.ipynb #137777df
+# %% ../nbs/06_sandbox.ipynb #eb5b9006
 def sandbox_command(
     mode: str,          # 'bwrap', 'netns' or 'limits'
     cpus: int,          # thread caps for BLAS/OpenMP
@@ -301,7 +302,7 @@ def sandbox_command(
     for k, v in env.items(): a += ['--setenv', k, v]
     return a + ['--'] + py, env
 
-# %% ../nbs/06_sandbox.ipynb #6793ae07
+# %% ../nbs/06_sandbox.ipynb #f1203590
 _PROBES: dict = {}
 _PROBE_ERRORS: dict = {}   # mode -> why its probe failed, quoted in the fallback warning
 _WARNED: set = set()
@@ -342,11 +343,11 @@ def detect_isolation(
                       RuntimeWarning, stacklevel=2)
     return mode
 
-# %% ../nbs/06_sandbox.ipynb #689d359f
+# %% ../nbs/06_sandbox.ipynb #822308ef
 class _WorkerLost(Exception):
     "The worker was lost before the program started: the caller retries on another worker."
 
-# %% ../nbs/06_sandbox.ipynb #822308ef
+# %% ../nbs/06_sandbox.ipynb #580b8700
 class _Worker:
     "One warm zygote in its isolation: runs one program at a time; `dead` once killed."
     GRACE_S = 1.5    # the caller kills a worker that has not reported this long after the budget
@@ -503,7 +504,7 @@ class _Worker:
         if self.cg is not None: self.cg.destroy()
         _give_uid(self.uid)
 
-# %% ../nbs/06_sandbox.ipynb #e9fce7e8
+# %% ../nbs/06_sandbox.ipynb #38ef37bf
 def _check_budget(
     budget_s: Any, # wall-clock seconds, as the caller gave them
 ) -> float:
@@ -513,7 +514,7 @@ def _check_budget(
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
 
-# %% ../nbs/06_sandbox.ipynb #0f8842ac
+# %% ../nbs/06_sandbox.ipynb #e1f0e046
 def _remove_tree(
     path: str, # a fallback work directory
 ) -> None:
@@ -525,7 +526,7 @@ def _remove_tree(
             try: subprocess.run(argv, capture_output=True, timeout=120)
             except (OSError, subprocess.TimeoutExpired): pass
 
-# %% ../nbs/06_sandbox.ipynb #f34d0916
+# %% ../nbs/06_sandbox.ipynb #75d245d5
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 
@@ -746,7 +747,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #d2511cf0
+# %% ../nbs/06_sandbox.ipynb #b55f1cac
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 

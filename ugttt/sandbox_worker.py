@@ -134,6 +134,7 @@ def _prctl(
     if libc.prctl(*(ctypes.c_ulong(a) for a in args)) != 0:
         e = ctypes.get_errno(); raise OSError(e, f'prctl({args[0]}): {os.strerror(e)}')
 
+# %% ../nbs/06_sandbox_worker.ipynb #fec14111
 def _apply_seccomp(
     prog: bytes, # a program from seccomp_filter
 ) -> None:
@@ -144,7 +145,7 @@ def _apply_seccomp(
     _prctl(38, 1, 0, 0, 0)                                        # PR_SET_NO_NEW_PRIVS: no setuid binary gains anything
     _prctl(22, 2, ctypes.addressof(fprog), 0, 0)                  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
-# %% ../nbs/06_sandbox_worker.ipynb #0bd0ef7b
+# %% ../nbs/06_sandbox_worker.ipynb #7a87b3e8
 def _check(
     rc: int,    # return value of a libc call
     what: str,  # what was attempted, for the message
@@ -153,6 +154,7 @@ def _check(
     if rc != 0:
         e = ctypes.get_errno(); raise OSError(e, f'{what}: {os.strerror(e)}')
 
+# %% ../nbs/06_sandbox_worker.ipynb #55810533
 def _confine(
     cfg: dict, # the zygote's configuration: fresh, tmp_bytes, keep, uid, workroot
 ) -> str:
@@ -176,7 +178,7 @@ def _confine(
     else: jobdir = tempfile.mkdtemp(prefix='job-', dir=cfg['workroot'])
     return jobdir
 
-# %% ../nbs/06_sandbox_worker.ipynb #7a87b3e8
+# %% ../nbs/06_sandbox_worker.ipynb #c689bf2a
 def _child_main(
     jsock: socket.socket, # private socket: "ready" goes out on it, then the job and its three pipes come in
     cfg: dict,            # the zygote's configuration (ctl_fd, fresh, uid, seccomp, ...)
@@ -280,7 +282,7 @@ def _child_main(
 # `/proc` shows nobody else. Without a pid namespace (the `limits` fallback) the zygote is a child subreaper, so
 # orphans come back to it, and it kills its descendants found through `/proc/<pid>/task/*/children`.
 
-# %% ../nbs/06_sandbox_worker.ipynb #55810533
+# %% ../nbs/06_sandbox_worker.ipynb #ca875b46
 def _descendants(
     pid: int, # root of the process tree
 ) -> list:
@@ -296,7 +298,7 @@ def _descendants(
             out += kids; todo += kids
     return out
 
-# %% ../nbs/06_sandbox_worker.ipynb #ca875b46
+# %% ../nbs/06_sandbox_worker.ipynb #b57208b3
 def _kill_all(
     pidns: bool,            # in our own pid namespace: kill(-1) reaches exactly the sandbox
     pid: int | None = None, # the program's process, not yet reaped: also killed with its process group
@@ -310,7 +312,7 @@ def _kill_all(
         try: os.killpg(pid, signal.SIGKILL)
         except OSError: pass
 
-# %% ../nbs/06_sandbox_worker.ipynb #b4bf5166
+# %% ../nbs/06_sandbox_worker.ipynb #e7189ebc
 def _sweep(
     pidns: bool,            # the zygote is in its own pid namespace: kill(-1) reaches exactly the sandbox
     timeout_s: float = 2.0, # give up (and report the worker unclean) after this long
@@ -329,7 +331,7 @@ def _sweep(
         if time.monotonic() > end: return False
         time.sleep(0.001)
 
-# %% ../nbs/06_sandbox_worker.ipynb #e9db54cb
+# %% ../nbs/06_sandbox_worker.ipynb #179fee23
 def _wipe(
     dirs: list,      # directories whose contents must go (the work root; /tmp and /dev/shm inside bwrap)
     keep: list = (), # read-only binds inside `dirs` (an interpreter or venv under /tmp): kept with their ancestors
@@ -363,7 +365,7 @@ def _wipe(
         return clean
     except BaseException: return False                         # RecursionError on a very deep tree, ...
 
-# %% ../nbs/06_sandbox_worker.ipynb #179fee23
+# %% ../nbs/06_sandbox_worker.ipynb #dc156858
 def _fork_spare(
     cfg: dict,            # the zygote's configuration
     timeout_s: float = 30.0, # how long the spare may take to confine itself
@@ -386,7 +388,7 @@ def _fork_spare(
     mine.close()
     return None, (word[1:].decode(errors='replace') or 'the spare child died while confining itself')
 
-# %% ../nbs/06_sandbox_worker.ipynb #da3f6218
+# %% ../nbs/06_sandbox_worker.ipynb #a69a0abf
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
     job: dict,           # source, entry, budget_s and the limits, as the caller sent them
@@ -431,7 +433,7 @@ def _zygote_job(
     report['elapsed'] = elapsed
     return report, pid
 
-# %% ../nbs/06_sandbox_worker.ipynb #eff054ec
+# %% ../nbs/06_sandbox_worker.ipynb #29b38813
 def _finish_job(
     pid: int | None, # the child, when it is still to be reaped
     cfg: dict,       # the zygote's configuration (pidns, wipe, keep)
@@ -443,7 +445,7 @@ def _finish_job(
     clean = _sweep(cfg['pidns'])
     return _wipe(cfg['wipe'], keep=cfg.get('keep', ())) and clean
 
-# %% ../nbs/06_sandbox_worker.ipynb #f98abe4d
+# %% ../nbs/06_sandbox_worker.ipynb #fb522c46
 def _state() -> dict:
     "What a program could change about its zygote from outside: every resource limit, the CPU affinity, the priority."
     import resource
@@ -452,6 +454,7 @@ def _state() -> dict:
     out['priority'] = os.getpriority(os.PRIO_PROCESS, 0)
     return out
 
+# %% ../nbs/06_sandbox_worker.ipynb #a2576a6a
 def _health(
     baseline: dict, # _state() when the zygote became ready
 ) -> str | None:
@@ -460,7 +463,7 @@ def _health(
     changed = [k for k in baseline if now.get(k) != baseline[k]]
     return f"the zygote's {', '.join(changed)} changed" if changed else None
 
-# %% ../nbs/06_sandbox_worker.ipynb #fb522c46
+# %% ../nbs/06_sandbox_worker.ipynb #540865a3
 _ZYGOTE_CAPS = (1 << 6) | (1 << 7) | (1 << 21) | (1 << 5)      # CAP_SETGID, CAP_SETUID, CAP_SYS_ADMIN, CAP_KILL
 
 def _zygote_main(
@@ -515,5 +518,5 @@ def _zygote_main(
     except BaseException:
         os._exit(2)
 
-# %% ../nbs/06_sandbox_worker.ipynb #a2576a6a
+# %% ../nbs/06_sandbox_worker.ipynb #8d2c80a7
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))
