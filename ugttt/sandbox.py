@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from .sandbox_worker import _recv_msg, _send_msg, seccomp_filter, to_plain
+from .sandbox_worker import _recv_msg, _send_msg, seccomp_filter, to_plain   # to_plain: the child's half, re-exported
 
 # %% auto #0
 __all__ = ['MAX_RESULT_VALUES', 'DEFAULT_PRELOAD', 'RunResult', 'decode_result', 'truncate_output', 'describe_outcome',
@@ -239,7 +239,7 @@ def _give_uid(
     "Let another worker use `uid` again (its programs are all dead)."
     with _UID_LOCK: _UIDS_IN_USE.discard(uid)
 
-# %% ../nbs/06_sandbox.ipynb #137777df
+# %% ../nbs/06_sandbox.ipynb #eb5b9006
 _ETC = ('ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'passwd', 'group', 'nsswitch.conf', 'hosts',
         'alternatives', 'mime.types', 'os-release')
 _THREAD_VARS = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMEXPR_NUM_THREADS',
@@ -259,7 +259,7 @@ def _python_dirs() -> list:
         out.append(p)
     return out
 
-# %% ../nbs/06_sandbox.ipynb #eb5b9006
+# %% ../nbs/06_sandbox.ipynb #2a25c6e5
 def sandbox_command(
     mode: str,          # 'bwrap', 'netns' or 'limits'
     cpus: int,          # thread caps for BLAS/OpenMP
@@ -302,7 +302,7 @@ def sandbox_command(
     for k, v in env.items(): a += ['--setenv', k, v]
     return a + ['--'] + py, env
 
-# %% ../nbs/06_sandbox.ipynb #f1203590
+# %% ../nbs/06_sandbox.ipynb #6b2722a8
 _PROBES: dict = {}
 _PROBE_ERRORS: dict = {}   # mode -> why its probe failed, quoted in the fallback warning
 _WARNED: set = set()
@@ -343,11 +343,11 @@ def detect_isolation(
                       RuntimeWarning, stacklevel=2)
     return mode
 
-# %% ../nbs/06_sandbox.ipynb #822308ef
+# %% ../nbs/06_sandbox.ipynb #580b8700
 class _WorkerLost(Exception):
     "The worker was lost before the program started: the caller retries on another worker."
 
-# %% ../nbs/06_sandbox.ipynb #580b8700
+# %% ../nbs/06_sandbox.ipynb #e9fce7e8
 class _Worker:
     "One warm zygote in its isolation: runs one program at a time; `dead` once killed."
     GRACE_S = 1.5    # the caller kills a worker that has not reported this long after the budget
@@ -402,7 +402,9 @@ class _Worker:
             raise RuntimeError(f"sandbox worker failed to start ({sb.isolation}): {(ready or {}).get('error')}\n"
                                f"{(ready or {}).get('traceback', '')}{log}")
         self.info = ready
-        if sb._seccomp and not ready.get('seccomp'): sb._say_missing('seccomp', f"no seccomp filter: {ready.get('seccomp_error')}")
+        if sb._seccomp and not ready.get('seccomp'):              # the kernel refused the filter: say so once
+            gap = f"no seccomp filter: {ready.get('seccomp_error')}"
+            if gap not in sb.missing: sb.missing.append(gap); sb._warn_once(gap)
 
     def _await_idle(self) -> None:
         "Wait until the zygote says its next child is confined; _WorkerLost if it is tainted, dead or silent."
@@ -504,7 +506,7 @@ class _Worker:
         if self.cg is not None: self.cg.destroy()
         _give_uid(self.uid)
 
-# %% ../nbs/06_sandbox.ipynb #38ef37bf
+# %% ../nbs/06_sandbox.ipynb #2c00faab
 def _check_budget(
     budget_s: Any, # wall-clock seconds, as the caller gave them
 ) -> float:
@@ -514,7 +516,7 @@ def _check_budget(
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
     return float(budget_s)
 
-# %% ../nbs/06_sandbox.ipynb #e1f0e046
+# %% ../nbs/06_sandbox.ipynb #f34d0916
 def _remove_tree(
     path: str, # a fallback work directory
 ) -> None:
@@ -526,7 +528,7 @@ def _remove_tree(
             try: subprocess.run(argv, capture_output=True, timeout=120)
             except (OSError, subprocess.TimeoutExpired): pass
 
-# %% ../nbs/06_sandbox.ipynb #75d245d5
+# %% ../nbs/06_sandbox.ipynb #558fade2
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 
@@ -573,7 +575,7 @@ class Sandbox:
         lacking = [c for c in ('pids', 'memory', 'cpu') if c not in self._cg_bases]
         if lacking: self.missing.append(f"no {'/'.join(lacking)} cgroup per worker (needs root and a writable hierarchy)")
         if self.missing and self.isolation == 'bwrap':         # a fallback already warned, or was asked for by name
-            self._say_missing(' | '.join(self.missing), '; '.join(self.missing))
+            self._warn_once('; '.join(self.missing))
         self._workroot = None
         if self.isolation != 'bwrap':                              # fallbacks work in a host directory; remove those
             tmp = Path(tempfile.gettempdir())                      # of callers that died without cleaning up
@@ -615,13 +617,11 @@ class Sandbox:
                  'the worker at budget + 1.5 s; a worker is health-checked after every program')
         return L
 
-    def _say_missing(self,
-                     key: str,   # what is said, so that it is said once per process
-                     text: str): # what is missing and what that means, in words
-        "Record a layer this machine lacks in `missing`, and warn about it once per process."
-        if text not in self.missing and '; ' not in text: self.missing.append(text)
-        if key not in _WARNED:
-            _WARNED.add(key)
+    def _warn_once(self,
+                   text: str): # what this machine lacks and what that means, in words
+        "Warn about a missing layer, once per process for each distinct text."
+        if text not in _WARNED:
+            _WARNED.add(text)
             warnings.warn(f'ugttt.sandbox: {text}.', RuntimeWarning, stacklevel=3)
 
     # -- worker pool -------------------------------------------------------------------------------------------
@@ -747,7 +747,7 @@ class Sandbox:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
 
-# %% ../nbs/06_sandbox.ipynb #b55f1cac
+# %% ../nbs/06_sandbox.ipynb #98752208
 _DEFAULT: list = []
 _DEFAULT_LOCK = threading.Lock()
 

@@ -10,7 +10,7 @@ from typing import Any
 # %% auto #0
 __all__ = ['to_plain', 'seccomp_filter']
 
-# %% ../nbs/06_sandbox_worker.ipynb #02d81a32
+# %% ../nbs/06_sandbox_worker.ipynb #d7ac6640
 def to_plain(
     value: Any,                  # what the program's entry point returned
     max_bytes: int = 64 * 2**20, # JSON size budget, used to refuse huge arrays early
@@ -44,7 +44,7 @@ def to_plain(
     raise TypeError(f'return value contains a {t.__module__}.{t.__qualname__}, which is not plain data '
                     '(numbers, strings, lists, tuples, dicts with str keys, numeric ndarrays)')
 
-# %% ../nbs/06_sandbox_worker.ipynb #fc632186
+# %% ../nbs/06_sandbox_worker.ipynb #d3a907ac
 def _send_msg(
     sock: socket.socket, # one end of the control socket pair
     obj: Any,          # JSON-able message
@@ -57,7 +57,7 @@ def _send_msg(
     else: sock.sendall(header)
     sock.sendall(payload)
 
-# %% ../nbs/06_sandbox_worker.ipynb #d3a907ac
+# %% ../nbs/06_sandbox_worker.ipynb #290288c8
 def _recv_msg(
     sock: socket.socket,     # one end of the control socket pair
     maxfds: int = 0,         # how many file descriptors the message may carry
@@ -81,7 +81,7 @@ def _recv_msg(
         buf += chunk
     return json.loads(bytes(buf)), fds
 
-# %% ../nbs/06_sandbox_worker.ipynb #79644eff
+# %% ../nbs/06_sandbox_worker.ipynb #c4d5413f
 _DENY_X86_64 = {  # name: number on x86-64 (the kernel's arch/x86/entry/syscalls/syscall_64.tbl)
     'add_key': 248, 'request_key': 249, 'keyctl': 250,
     'unshare': 272, 'setns': 308, 'mount': 165, 'umount2': 166, 'pivot_root': 155, 'chroot': 161,
@@ -125,7 +125,7 @@ def seccomp_filter(
         out += struct.pack('=HBBI', op, jt, jf, k)
     return bytes(out)
 
-# %% ../nbs/06_sandbox_worker.ipynb #c4d5413f
+# %% ../nbs/06_sandbox_worker.ipynb #cc7e97c1
 def _prctl(
     *args: int, # option and its arguments, as unsigned longs
 ) -> None:
@@ -134,7 +134,7 @@ def _prctl(
     if libc.prctl(*(ctypes.c_ulong(a) for a in args)) != 0:
         e = ctypes.get_errno(); raise OSError(e, f'prctl({args[0]}): {os.strerror(e)}')
 
-# %% ../nbs/06_sandbox_worker.ipynb #fec14111
+# %% ../nbs/06_sandbox_worker.ipynb #4080ae05
 def _apply_seccomp(
     prog: bytes, # a program from seccomp_filter
 ) -> None:
@@ -145,7 +145,7 @@ def _apply_seccomp(
     _prctl(38, 1, 0, 0, 0)                                        # PR_SET_NO_NEW_PRIVS: no setuid binary gains anything
     _prctl(22, 2, ctypes.addressof(fprog), 0, 0)                  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
-# %% ../nbs/06_sandbox_worker.ipynb #7a87b3e8
+# %% ../nbs/06_sandbox_worker.ipynb #55810533
 def _check(
     rc: int,    # return value of a libc call
     what: str,  # what was attempted, for the message
@@ -154,7 +154,7 @@ def _check(
     if rc != 0:
         e = ctypes.get_errno(); raise OSError(e, f'{what}: {os.strerror(e)}')
 
-# %% ../nbs/06_sandbox_worker.ipynb #55810533
+# %% ../nbs/06_sandbox_worker.ipynb #ad5b57b1
 def _confine(
     cfg: dict, # the zygote's configuration: fresh, tmp_bytes, keep, uid, workroot
 ) -> str:
@@ -178,7 +178,7 @@ def _confine(
     else: jobdir = tempfile.mkdtemp(prefix='job-', dir=cfg['workroot'])
     return jobdir
 
-# %% ../nbs/06_sandbox_worker.ipynb #c689bf2a
+# %% ../nbs/06_sandbox_worker.ipynb #ca875b46
 def _child_main(
     jsock: socket.socket, # private socket: "ready" goes out on it, then the job and its three pipes come in
     cfg: dict,            # the zygote's configuration (ctl_fd, fresh, uid, seccomp, ...)
@@ -275,14 +275,8 @@ def _child_main(
     try: jsock.send(b'd')                                       # tell the zygote: it reports without awaiting our exit
     except BaseException: pass
     os._exit(0)
-#
-# In its own pid namespace the zygote is the only process that should survive a program, besides bwrap's init
-# (pid 1). `kill(-1, SIGKILL)` signals every process of the namespace except the caller and init, and a process
-# caught mid-`fork` by a fatal signal does not complete the fork, so a fork bomb cannot outrun it; we repeat until
-# `/proc` shows nobody else. Without a pid namespace (the `limits` fallback) the zygote is a child subreaper, so
-# orphans come back to it, and it kills its descendants found through `/proc/<pid>/task/*/children`.
 
-# %% ../nbs/06_sandbox_worker.ipynb #ca875b46
+# %% ../nbs/06_sandbox_worker.ipynb #b1849c89
 def _descendants(
     pid: int, # root of the process tree
 ) -> list:
@@ -298,7 +292,7 @@ def _descendants(
             out += kids; todo += kids
     return out
 
-# %% ../nbs/06_sandbox_worker.ipynb #b57208b3
+# %% ../nbs/06_sandbox_worker.ipynb #2a0466c4
 def _kill_all(
     pidns: bool,            # in our own pid namespace: kill(-1) reaches exactly the sandbox
     pid: int | None = None, # the program's process, not yet reaped: also killed with its process group
@@ -312,7 +306,7 @@ def _kill_all(
         try: os.killpg(pid, signal.SIGKILL)
         except OSError: pass
 
-# %% ../nbs/06_sandbox_worker.ipynb #e7189ebc
+# %% ../nbs/06_sandbox_worker.ipynb #e9db54cb
 def _sweep(
     pidns: bool,            # the zygote is in its own pid namespace: kill(-1) reaches exactly the sandbox
     timeout_s: float = 2.0, # give up (and report the worker unclean) after this long
@@ -331,7 +325,7 @@ def _sweep(
         if time.monotonic() > end: return False
         time.sleep(0.001)
 
-# %% ../nbs/06_sandbox_worker.ipynb #179fee23
+# %% ../nbs/06_sandbox_worker.ipynb #da3f6218
 def _wipe(
     dirs: list,      # directories whose contents must go (the work root; /tmp and /dev/shm inside bwrap)
     keep: list = (), # read-only binds inside `dirs` (an interpreter or venv under /tmp): kept with their ancestors
@@ -365,7 +359,7 @@ def _wipe(
         return clean
     except BaseException: return False                         # RecursionError on a very deep tree, ...
 
-# %% ../nbs/06_sandbox_worker.ipynb #dc156858
+# %% ../nbs/06_sandbox_worker.ipynb #a69a0abf
 def _fork_spare(
     cfg: dict,            # the zygote's configuration
     timeout_s: float = 30.0, # how long the spare may take to confine itself
@@ -388,7 +382,7 @@ def _fork_spare(
     mine.close()
     return None, (word[1:].decode(errors='replace') or 'the spare child died while confining itself')
 
-# %% ../nbs/06_sandbox_worker.ipynb #a69a0abf
+# %% ../nbs/06_sandbox_worker.ipynb #29b38813
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
     job: dict,           # source, entry, budget_s and the limits, as the caller sent them
@@ -433,7 +427,7 @@ def _zygote_job(
     report['elapsed'] = elapsed
     return report, pid
 
-# %% ../nbs/06_sandbox_worker.ipynb #29b38813
+# %% ../nbs/06_sandbox_worker.ipynb #f98abe4d
 def _finish_job(
     pid: int | None, # the child, when it is still to be reaped
     cfg: dict,       # the zygote's configuration (pidns, wipe, keep)
@@ -445,7 +439,7 @@ def _finish_job(
     clean = _sweep(cfg['pidns'])
     return _wipe(cfg['wipe'], keep=cfg.get('keep', ())) and clean
 
-# %% ../nbs/06_sandbox_worker.ipynb #fb522c46
+# %% ../nbs/06_sandbox_worker.ipynb #a2576a6a
 def _state() -> dict:
     "What a program could change about its zygote from outside: every resource limit, the CPU affinity, the priority."
     import resource
@@ -454,7 +448,7 @@ def _state() -> dict:
     out['priority'] = os.getpriority(os.PRIO_PROCESS, 0)
     return out
 
-# %% ../nbs/06_sandbox_worker.ipynb #a2576a6a
+# %% ../nbs/06_sandbox_worker.ipynb #f87a2709
 def _health(
     baseline: dict, # _state() when the zygote became ready
 ) -> str | None:
@@ -463,7 +457,7 @@ def _health(
     changed = [k for k in baseline if now.get(k) != baseline[k]]
     return f"the zygote's {', '.join(changed)} changed" if changed else None
 
-# %% ../nbs/06_sandbox_worker.ipynb #540865a3
+# %% ../nbs/06_sandbox_worker.ipynb #8d2c80a7
 _ZYGOTE_CAPS = (1 << 6) | (1 << 7) | (1 << 21) | (1 << 5)      # CAP_SETGID, CAP_SETUID, CAP_SYS_ADMIN, CAP_KILL
 
 def _zygote_main(
@@ -518,5 +512,5 @@ def _zygote_main(
     except BaseException:
         os._exit(2)
 
-# %% ../nbs/06_sandbox_worker.ipynb #8d2c80a7
+# %% ../nbs/06_sandbox_worker.ipynb #88dd4a28
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-zygote']: _zygote_main(json.loads(sys.argv[2]))
