@@ -155,6 +155,21 @@ def test_fallback_warns_once(monkeypatch):
     with pytest.raises(RuntimeError, match="isolation 'bwrap' is not available"): S.detect_isolation('bwrap')
 
 
+def test_a_missing_layer_is_said_once_and_listed(monkeypatch):
+    "Without a seccomp filter (another architecture): one warning for the process, and every Sandbox lists the gap."
+    if S.detect_isolation() != 'bwrap': pytest.skip('the fallbacks warn through detect_isolation instead')
+    monkeypatch.setattr(S, 'seccomp_filter', lambda deny_ipc=False: None)
+    monkeypatch.setattr(S, '_WARNED', set())
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        a, b = Sandbox(workers=1, prestart=False), Sandbox(workers=1, prestart=False)
+    a.close(); b.close()
+    said = [str(x.message) for x in w if 'no seccomp filter' in str(x.message)]
+    assert len(said) == 1, said
+    assert any('no seccomp filter' in m for m in a.missing) and a.missing == b.missing
+    assert not any('seccomp' in l for l in a.layers)
+
+
 @pytest.mark.parametrize('mode', ['netns', 'limits'])
 def test_fallback_modes_still_contain_the_program(mode):
     groups = lambda: {d for b in S._cgroup_bases().values() for d in b.glob(f'w{os.getpid()}-*')}
@@ -226,7 +241,7 @@ sys.path[:0] = [ROOT, SITE]
 from ugttt.sandbox import Sandbox
 out = {'uid': os.getuid()}
 with Sandbox(workers=1, budget_s=2.0, memory_mb=256) as s:
-    out['isolation'], out['layers'] = s.isolation, s.layers
+    out['isolation'], out['layers'], out['missing'] = s.isolation, s.layers, s.missing
     r = s.run('import numpy as np, os\ndef run(): return [float(np.arange(4).sum()), os.getuid()]', 'run')
     out['normal'] = [r.ok, r.value, r.error]
     src = ('import os\ndef run():\n    n = 0\n    while n < 100000:\n        try:\n            if os.fork() == 0:\n'
@@ -264,6 +279,7 @@ def test_a_normal_user_gets_bwrap_and_rlimit_nproc(tmp_path):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out['uid'] == 65534 and out['isolation'] == 'bwrap', out
     assert any('user namespace' in l for l in out['layers']) and not any('cgroup' in l for l in out['layers']), out['layers']
+    assert any("zygote's uid" in m for m in out['missing']) and any('cgroup' in m for m in out['missing']), out['missing']
     assert out['normal'] == [True, [6.0, 65534], None]
     ok, n, err = out['fork_bomb']
     assert ok and n < 128, out['fork_bomb']                          # RLIMIT_NPROC=max_procs holds for a normal user

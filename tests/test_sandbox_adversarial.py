@@ -2,7 +2,7 @@
 plus 2 s, while the caller keeps running; afterwards no process of the sandbox is left and no file outside the
 sandbox changed. Cases about *scoring* (NaN, wrong types, forged values) check here that only plain data crosses
 back; the score-level verdicts live in the tasks tests."""
-import json, math, os, re, resource, signal, socket, stat, subprocess, sys, time, uuid
+import json, math, os, re, resource, signal, socket, stat, subprocess, sys, tempfile, time, uuid
 from pathlib import Path
 
 import numpy as np
@@ -484,6 +484,7 @@ def test_a_worker_whose_wipe_fails_is_replaced_without_failing_anyone():
             r = s.run('import os\ndef run():\n    for _ in range(3000):\n        os.mkdir("d"); os.chdir("d")\n    return 1', 'run')
             assert r.ok, r
             _valid_everywhere(s)
+    assert not list(Path(tempfile.gettempdir()).glob(f'ugttt-sandbox-{os.getpid()}-*'))   # the deep trees went too
 
 
 def test_processes_of_one_worker_do_not_starve_another(sb):
