@@ -221,16 +221,20 @@ class _WorkerCgroups:
 # %% ../nbs/06_sandbox.ipynb #f32520c8
 _UID_BASE = 100_000          # programs' uids: _UID_BASE + 256 * (our pid mod 2**22) + slot, well below 2**32 - 1
 _UIDS_IN_USE: set = set()
+# slots are handed out in turn, so that a uid just given back (its processes maybe still being reaped, and so
+# still counted by RLIMIT_NPROC) is the last one to be used again
+_UID_NEXT = [0]
 _UID_LOCK = threading.Lock()
 
 def _take_uid() -> int:
     "A programs' uid that no other live worker on this machine uses; give it back with _give_uid."
     block = _UID_BASE + 256 * (os.getpid() % 2**22)
     with _UID_LOCK:
-        uid = next((block + s for s in range(256) if block + s not in _UIDS_IN_USE), None)
-        if uid is None: raise RuntimeError('more than 256 sandbox workers alive in this process')
-        _UIDS_IN_USE.add(uid)
-        return uid
+        slot = next(((_UID_NEXT[0] + k) % 256 for k in range(256) if block + (_UID_NEXT[0] + k) % 256 not in _UIDS_IN_USE), None)
+        if slot is None: raise RuntimeError('more than 256 sandbox workers alive in this process')
+        _UID_NEXT[0] = slot + 1
+        _UIDS_IN_USE.add(block + slot)
+        return block + slot
 
 # %% ../nbs/06_sandbox.ipynb #d0a66be8
 def _give_uid(
