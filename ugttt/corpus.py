@@ -686,9 +686,9 @@ THOUGHTS = {
 },
 "cp26": {
     "grid": "A 5x5 grid plus one circle at ($ex, $ey), radii capped at $r0, pairs shrunk by $shrink.",
-    "non_uniform_rows": "Rows of $rows circles with jitter $jit, radii capped at $r0 over the widest row.",
+    "non_uniform_rows": "Rows with different numbers of circles, jitter $jit, radii capped at $r0 over the widest row.",
     "hex": "Hexagonal packing: offset rows of $m circles with spacing $s from $x0, radii capped at $r0 times it.",
-    "concentric": "Concentric rings of $k1, $k2 and $k3 circles at radii $r1, $r2 and $r3 around a centre circle.",
+    "concentric": "Three concentric rings at radii $r1, $r2 and $r3 around a centre circle, radii capped at $r0.",
     "equal_radii": "Equal radii on a $m-column lattice with jitter $jit, as large as fits.",
     "force": "Force-directed layout: $it repulsion steps of size $step with power $pw, then radii capped at $r0.",
     "lp_radii": "A linear program maximises the sum of radii on jittered row centres, jitter $jit.",
@@ -698,7 +698,7 @@ THOUGHTS = {
     "fourier": "Fourier ansatz h = 0.5 + $b sin($k x) + $c cos($j x) on $n points, then shift and rescale to sum n/2.",
     "triangle": "A triangle bump of width $w and height $amp on $n points, then shift and rescale to sum n/2.",
     "gaussian": "A gaussian bump of width $s and height $amp on $n points, then shift and rescale to sum n/2.",
-    "step_function": "A symmetric step function with levels $levels on $n points.",
+    "step_function": "A symmetric step function of a few sorted levels on $n points.",
     "random_local": "Random start on $n points, then $it mass moves of at most $delta, kept when C5 drops.",
     "constant": "A constant 0.5 on $n points perturbed by $eps, then Powell for $it iterations.",
     "linspace": "A linear ramp from $lo up to $hi and back on $n points.",
@@ -738,8 +738,8 @@ def generate_programs(
     task: str,       # one of TASK_NAMES
     n: int,          # how many to render (before removing duplicates)
     seed: int = 0,   # seeds the numeric variation
-) -> list[dict]:     # [{"task", "template", "params", "code", "thought"}], distinct codes, in generation order
-    "Render `n` programs of `task`, cycling through its templates, each with its thinking phase; duplicates dropped."
+) -> list[dict]:     # [{"task", "template", "params", "code"}], distinct codes, in generation order
+    "Render `n` programs of `task`, cycling through its templates, with their slot values; duplicates dropped."
     if not isinstance(n, int) or n < 0: raise ValueError(f"n must be a non-negative int, got {n!r}")
     _check_template(task, None)
     templates, sampler = TEMPLATES[task]
@@ -752,8 +752,7 @@ def generate_programs(
         code = corpus_program(task, name, params)
         if code not in seen:
             seen.add(code)
-            out.append({"task": task, "template": name, "params": params, "code": code,
-                        "thought": thought(task, name, params)})
+            out.append({"task": task, "template": name, "params": params, "code": code})
     return out
 
 # %% ../nbs/12_corpus.ipynb #10857659
@@ -884,7 +883,8 @@ def make_examples(
             ctemplate = ptemplate if same else names[rng.integers(len(names))]
             child = by_template[ctemplate][rng.integers(len(by_template[ctemplate]))]
             examples.append({"task": task_name, "prompt": task.prompt(parent, style="compact"),
-                             "completion": completion(child["thought"], child["code"]), "template": ctemplate,
+                             "completion": completion(thought(task_name, ctemplate, child["params"]), child["code"]),
+                             "template": ctemplate,
                              "parent": kind, "parent_template": ptemplate,
                              "shown": None if parent is None else parent.bound})
     return examples
