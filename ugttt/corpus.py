@@ -16,15 +16,22 @@ from .tasks import COMPACT_PROGRAM_MARKER, TASK_NAMES, THINK_END, THINK_START, S
 
 # %% auto #0
 __all__ = ['CORPUS_VERSION', 'AC1_TEMPLATES', 'AC2_TEMPLATES', 'CP26_TEMPLATES', 'CP26_ROWS', 'ERDOS_TEMPLATES', 'TEMPLATES',
-           'TEMPLATE_FAMILIES', 'THOUGHTS', 'fill_template', 'template_slots', 'ac1_params', 'ac2_params',
+           'TEMPLATE_FAMILIES', 'THOUGHTS', 'template_slots', 'fill_template', 'ac1_params', 'ac2_params',
            'cp26_params', 'erdos_params', 'thought', 'completion', 'corpus_program', 'generate_programs',
-           'evaluate_at_root', 'score_programs', 'worse_than_best', 'corpus_programs', 'score_span', 'make_examples',
+           'evaluate_at_root', 'worse_than_best', 'score_programs', 'corpus_programs', 'score_span', 'make_examples',
            'build_corpus']
 
 # %% ../nbs/12_corpus.ipynb #8ac21d0c
 CORPUS_VERSION = "default-corpus-v2"
 
 # %% ../nbs/12_corpus.ipynb #0069581a
+def template_slots(
+    source: str,   # template source with $name slots
+) -> set[str]:     # the slot names
+    "The names of the $name / ${name} slots of a template."
+    return {m.group("named") or m.group("braced") for m in Template.pattern.finditer(source)} - {None}
+
+# %% ../nbs/12_corpus.ipynb #95055913
 def fill_template(
     source: str,   # template source with $name slots
     **params,      # the values of the slots (rendered with str())
@@ -34,19 +41,12 @@ def fill_template(
     if unused: raise ValueError(f"parameters {sorted(unused)} are not slots of the template")
     return Template(source).substitute(**params).strip() + "\n"
 
-
-def template_slots(
-    source: str,   # template source with $name slots
-) -> set[str]:     # the slot names
-    "The names of the $name / ${name} slots of a template."
-    return {m.group("named") or m.group("braced") for m in Template.pattern.finditer(source)} - {None}
-
-# %% ../nbs/12_corpus.ipynb #78cf0d9c
+# %% ../nbs/12_corpus.ipynb #37dc1847
 def _g3(x: float, digits: int = 3) -> str:
     "A float written with `digits` significant digits ('0.0123', '1.5')."
     return f"{float(x):.{digits}g}"
 
-# %% ../nbs/12_corpus.ipynb #e8137a6a
+# %% ../nbs/12_corpus.ipynb #f73aab10
 _AC1_C1 = '''def c1(a):
     a = np.abs(a)
     return 2 * len(a) * np.convolve(a, a).max() / a.sum() ** 2
@@ -163,7 +163,7 @@ def propose_candidate():
 ''',
 }
 
-# %% ../nbs/12_corpus.ipynb #dd512be7
+# %% ../nbs/12_corpus.ipynb #759bd572
 def ac1_params(
     template: str,              # a key of AC1_TEMPLATES
     rng: np.random.Generator,   # source of the numeric variation
@@ -194,7 +194,7 @@ def ac1_params(
                     gens=int(rng.choice([20, 40, 60])), sigma=_g3(rng.uniform(0.02, 0.2), 2))
     raise KeyError(f"unknown AC1 template {template!r}; known: {sorted(AC1_TEMPLATES)}")
 
-# %% ../nbs/12_corpus.ipynb #43cb71ed
+# %% ../nbs/12_corpus.ipynb #2b633b36
 _AC2_C2 = '''def c2(a):
     c = np.convolve(np.abs(a), np.abs(a))
     y = np.r_[0, c, 0]
@@ -312,7 +312,7 @@ def construct_function():
 ''',
 }
 
-# %% ../nbs/12_corpus.ipynb #dde55462
+# %% ../nbs/12_corpus.ipynb #79e0afec
 def ac2_params(
     template: str,              # a key of AC2_TEMPLATES
     rng: np.random.Generator,   # source of the numeric variation
@@ -340,7 +340,7 @@ def ac2_params(
                     off=_g3(rng.uniform(0, 2), 2))
     raise KeyError(f"unknown AC2 template {template!r}; known: {sorted(AC2_TEMPLATES)}")
 
-# %% ../nbs/12_corpus.ipynb #f731ae2d
+# %% ../nbs/12_corpus.ipynb #0e2f7e6e
 _CP_RADII = '''def max_radii(c, r):
     r = np.minimum(r, np.min(np.hstack([c, 1 - c]), axis=1))
     for i in range(len(c)):
@@ -479,7 +479,7 @@ def run_packing():
 CP26_ROWS = ([5, 5, 5, 5, 6], [6, 5, 5, 5, 5], [5, 5, 6, 5, 5], [5, 6, 5, 5, 5], [5, 5, 5, 6, 5], [6, 5, 4, 5, 6],
              [4, 5, 4, 5, 4, 4], [5, 4, 4, 4, 4, 5], [6, 6, 7, 7], [4, 4, 5, 4, 4, 5], [5, 5, 4, 6, 6], [6, 7, 6, 7])
 
-# %% ../nbs/12_corpus.ipynb #0fa08106
+# %% ../nbs/12_corpus.ipynb #af813665
 def cp26_params(
     template: str,              # a key of CP26_TEMPLATES
     rng: np.random.Generator,   # source of the numeric variation
@@ -512,7 +512,7 @@ def cp26_params(
         return dict(seed=seed, cand=int(rng.choice([100, 300, 1000, 3000])))
     raise KeyError(f"unknown CP26 template {template!r}; known: {sorted(CP26_TEMPLATES)}")
 
-# %% ../nbs/12_corpus.ipynb #44183d31
+# %% ../nbs/12_corpus.ipynb #62da5ca9
 _ERDOS_END = '''    for _ in range(20):
         h = np.clip(h - h.mean() + 0.5, 0, 0.995)
     h = h * (n / 2) / h.sum()
@@ -613,7 +613,7 @@ def run(seed=42, budget_s=1000, **kwargs):
 ''' + _ERDOS_END,
 }
 
-# %% ../nbs/12_corpus.ipynb #0000a964
+# %% ../nbs/12_corpus.ipynb #df97fd47
 def erdos_params(
     template: str,              # a key of ERDOS_TEMPLATES
     rng: np.random.Generator,   # source of the numeric variation
@@ -642,7 +642,7 @@ def erdos_params(
         return dict(it=int(rng.integers(1, 6)), w=int(rng.integers(2, 8)))
     raise KeyError(f"unknown Erdős template {template!r}; known: {sorted(ERDOS_TEMPLATES)}")
 
-# %% ../nbs/12_corpus.ipynb #3e420913
+# %% ../nbs/12_corpus.ipynb #f1773a56
 TEMPLATES = {"ac1": (AC1_TEMPLATES, ac1_params), "ac2": (AC2_TEMPLATES, ac2_params),
              "cp26": (CP26_TEMPLATES, cp26_params), "erdos": (ERDOS_TEMPLATES, erdos_params)}
 
@@ -661,7 +661,7 @@ TEMPLATE_FAMILIES = {
               "linspace": "linspace_based", "warm_start": "warm_start"},
 }
 
-# %% ../nbs/12_corpus.ipynb #fbd38f67
+# %% ../nbs/12_corpus.ipynb #cc3745d0
 THOUGHTS = {
 "ac1": {
     "sqrt_2n": "Normalise $n step heights to the sqrt(2n) target sum and push the autoconvolution peak down: "
@@ -706,7 +706,7 @@ THOUGHTS = {
 },
 }
 
-# %% ../nbs/12_corpus.ipynb #f5a68253
+# %% ../nbs/12_corpus.ipynb #99b27533
 def thought(
     task: str,       # one of TASK_NAMES
     template: str,   # a template of that task
@@ -715,7 +715,7 @@ def thought(
     "The thinking phase of a corpus program: its approach and key numbers, from the template and its slot values."
     return THINK_START + Template(THOUGHTS[task][template]).substitute(**params) + THINK_END
 
-
+# %% ../nbs/12_corpus.ipynb #e39ab371
 def completion(
     thinking: str,   # a thinking phase (thought), "<think>...</think>"
     program: str,    # the program text
@@ -723,7 +723,7 @@ def completion(
     "The training target after the prompt: the thinking phase, a newline, then the program."
     return thinking + "\n" + program
 
-# %% ../nbs/12_corpus.ipynb #ea06d0df
+# %% ../nbs/12_corpus.ipynb #78389c44
 def corpus_program(
     task: str,       # one of TASK_NAMES
     template: str,   # a template of that task
@@ -733,7 +733,14 @@ def corpus_program(
     _check_template(task, template)
     return fill_template(TEMPLATES[task][0][template], **params)
 
+# %% ../nbs/12_corpus.ipynb #b3713c44
+def _check_template(task, template):
+    "Raise a ValueError naming an unknown task or template."
+    if task not in TEMPLATES: raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TEMPLATES)}")
+    if template is not None and template not in TEMPLATES[task][0]:
+        raise ValueError(f"unknown {task} template {template!r}; known: {sorted(TEMPLATES[task][0])}")
 
+# %% ../nbs/12_corpus.ipynb #8bdd14d8
 def generate_programs(
     task: str,       # one of TASK_NAMES
     n: int,          # how many to render (before removing duplicates)
@@ -755,14 +762,7 @@ def generate_programs(
             out.append({"task": task, "template": name, "params": params, "code": code})
     return out
 
-# %% ../nbs/12_corpus.ipynb #10857659
-def _check_template(task, template):
-    "Raise a ValueError naming an unknown task or template."
-    if task not in TEMPLATES: raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TEMPLATES)}")
-    if template is not None and template not in TEMPLATES[task][0]:
-        raise ValueError(f"unknown {task} template {template!r}; known: {sorted(TEMPLATES[task][0])}")
-
-# %% ../nbs/12_corpus.ipynb #76ecc7ad
+# %% ../nbs/12_corpus.ipynb #2a2911e3
 def evaluate_at_root(
     jobs: list[tuple[str, str]],   # (task name, program or generated text) pairs
     budget_s: float = 10.0,        # per-program wall-clock budget, seconds
@@ -778,7 +778,15 @@ def evaluate_at_root(
 
     with ThreadPoolExecutor(max(1, workers)) as pool: return list(pool.map(one, jobs))
 
-# %% ../nbs/12_corpus.ipynb #41fbce9c
+# %% ../nbs/12_corpus.ipynb #9285d382
+def worse_than_best(
+    task,           # a Task
+    bound: float,   # a value of its bound
+) -> bool:
+    "Whether `bound` is strictly worse than the task's best-known value."
+    return bound > task.best_known if task.direction == "min" else bound < task.best_known
+
+# %% ../nbs/12_corpus.ipynb #43411d93
 def score_programs(
     programs: list[dict],        # from generate_programs
     sandbox=None,                # a ugttt.sandbox.Sandbox; default: the process-wide default_sandbox()
@@ -794,15 +802,7 @@ def score_programs(
                          "family": label_family(p["task"], p["code"])})
     return kept
 
-
-def worse_than_best(
-    task,           # a Task
-    bound: float,   # a value of its bound
-) -> bool:
-    "Whether `bound` is strictly worse than the task's best-known value."
-    return bound > task.best_known if task.direction == "min" else bound < task.best_known
-
-# %% ../nbs/12_corpus.ipynb #3cdc0cb4
+# %% ../nbs/12_corpus.ipynb #53bb7ac9
 def corpus_programs(
     seed: int = 0,                  # seeds the numeric variation
     n_per_task: int = 400,          # programs rendered per task (before duplicates and invalid ones are dropped)
@@ -820,7 +820,7 @@ def corpus_programs(
     tmp.replace(path)                                   # atomic: a concurrent reader never sees half a file
     return programs
 
-# %% ../nbs/12_corpus.ipynb #9285d382
+# %% ../nbs/12_corpus.ipynb #2b415340
 def score_span(
     task_name: str,          # one of TASK_NAMES
     bounds: list[float],     # the bounds of the task's corpus programs
@@ -833,7 +833,7 @@ def score_span(
     past = task.best_known + (beyond if task.direction == "max" else -beyond) * abs(worst - task.best_known)
     return (min(worst, past), max(worst, past))
 
-# %% ../nbs/12_corpus.ipynb #9d2cb064
+# %% ../nbs/12_corpus.ipynb #1d36dd4e
 def make_examples(
     programs: list[dict],         # scored programs (corpus_programs)
     seed: int = 0,                # seeds the pairing
@@ -889,13 +889,13 @@ def make_examples(
                              "shown": None if parent is None else parent.bound})
     return examples
 
-# %% ../nbs/12_corpus.ipynb #53bb7ac9
+# %% ../nbs/12_corpus.ipynb #92a983ef
 def _check_fractions(**fractions):
     "Raise a ValueError naming any share or probability outside [0, 1]."
     for name, v in fractions.items():
         if not 0 <= v <= 1: raise ValueError(f"{name} must be in [0, 1], got {v}")
 
-# %% ../nbs/12_corpus.ipynb #e6b00996
+# %% ../nbs/12_corpus.ipynb #4320008d
 def build_corpus(
     seed: int = 0,              # seeds programs and pairing
     n_per_task: int = 400,      # programs rendered per task
