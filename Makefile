@@ -9,9 +9,9 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test check-sync slow table1 bench clean
+.PHONY: install system-deps test check-sync readme slow table1 bench clean
 
-# torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build (spec/ecosystem.md §1).
+# torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q torch==2.13.0
@@ -31,9 +31,16 @@ system-deps:
 	  else echo "warning: bubblewrap (bwrap) not found and cannot be installed here; the sandbox will use its fallback isolation"; fi; \
 	fi
 
-# Notebooks are the source: exporting and cleaning must change nothing.
+# Notebooks are the source: exporting and cleaning must change nothing, README.md is generated from nbs/00_index,
+# and nothing a user reads cites a document outside the repository.
 check-sync: install
 	$(BIN)/python tools/check_sync.py
+	$(BIN)/python tools/make_readme.py --check
+	$(BIN)/python tools/check_citations.py
+
+# README.md from its source, nbs/00_index.ipynb
+readme: install
+	$(BIN)/python tools/make_readme.py
 
 test: install check-sync
 	$(BIN)/python -m pytest -q tests
@@ -45,11 +52,13 @@ table1: install
 	@if [ -f reproduce/table1.ipynb ]; then $(BIN)/papermill reproduce/table1.ipynb reproduce/out/table1.ipynb --no-progress-bar; \
 	else echo "reproduce/table1.ipynb does not exist yet (it comes with the trainer); nothing to run"; exit 2; fi
 
-# speed and memory figures (printed, not asserted): MI kernel memory, sandbox throughput, embedded model quality
+# speed and memory figures (printed, not asserted): MI kernel memory and in-place buffers, sandbox throughput,
+# embedded model quality
 bench: install
 	$(BIN)/python bench/mi_memory.py
+	$(BIN)/python bench/inplace_buffers.py
 	$(BIN)/python bench/sandbox_throughput.py
-	$(BIN)/python bench/toy_quality.py
+	$(BIN)/python bench/default_model_quality.py
 
 clean:
 	rm -rf _proc .pytest_cache reproduce/out
