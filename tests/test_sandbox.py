@@ -86,6 +86,14 @@ def test_memory_budget_is_the_programs_own(sb):
     assert not bad.ok and bad.error.startswith('memory limit (256 MB) exceeded'), bad
 
 
+def test_threads_fit_in_a_small_memory_budget(sb):
+    "16 threads under memory_mb=256: glibc's 64 MB arena per thread counted against RLIMIT_AS once refused the 5th or so."
+    src = ('import threading, time\ndef run():\n    ts = [threading.Thread(target=time.sleep, args=(0.1,)) for _ in range(16)]\n'
+           '    for t in ts: t.start()\n    for t in ts: t.join()\n    return len(ts)')
+    r = sb.run(src, 'run')
+    assert r.ok and r.value == 16, r
+
+
 def test_each_program_gets_fresh_randomness(sb):
     src = 'import numpy as np, random\ndef run(): return [float(np.random.rand()), random.random()]'
     a, b, c = (sb.run(src, 'run').value for _ in range(3))

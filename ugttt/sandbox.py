@@ -274,7 +274,8 @@ def sandbox_command(
     "The argv (and environment) that starts a zygote inside the chosen isolation."
     env = {'PATH': '/usr/local/bin:/usr/bin:/bin', 'LANG': 'C.UTF-8', 'PYTHONDONTWRITEBYTECODE': '1',
            'PYTHONHASHSEED': os.environ.get('PYTHONHASHSEED', '0'), 'HOME': cfg['workroot'], 'TMPDIR': cfg['workroot'],
-           'MPLBACKEND': 'Agg', 'UGTTT_SANDBOX': '1', **{v: str(cpus) for v in _THREAD_VARS}}
+           'MPLBACKEND': 'Agg', 'UGTTT_SANDBOX': '1', **{v: str(cpus) for v in _THREAD_VARS},
+           'MALLOC_ARENA_MAX': '2'}   # glibc reserves 64 MB of address space per thread arena, which RLIMIT_AS counts
     py = [sys.executable, '-I', '-c', _BOOT, '--ugttt-zygote', json.dumps(cfg)]
     if mode == 'limits': return py, env
     if mode == 'netns':
