@@ -205,7 +205,7 @@ class CodeFeatures:
     def call_args(self, *funcs: str) -> list[str]:
         "The argument text (as in `code`) of every call of a function named one of `funcs` (any module, or an alias of one)."
         funcs = set(funcs) | {a for a, full in self.aliases if full.rsplit('.', 1)[-1] in funcs}
-        pattern = rf'(?:^|[^\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, sorted(funcs)))})\('
+        pattern = rf'(?<![\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, sorted(funcs)))})\('   # a lookbehind: nested calls all match
         return [self.code[m.end():self._closing[m.end() - 1]] for m in re.finditer(pattern, self.code)
                 if m.end() - 1 in self._closing]
 
