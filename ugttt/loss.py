@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 from .advantage import group_tensor, is_constant_group
+from .uncertainty import _mask_as_bool
 
 # %% auto #0
 __all__ = ['token_mean', 'kl_token_advantages', 'clipped_surrogate', 'adapter_pg_loss', 'kept_rollouts', 'adapter_loss_term',
@@ -33,9 +34,7 @@ def _bool_mask(
     shape = mask.shape if shape is None else shape
     if len(shape) != 2: raise ValueError(f"per-token tensors must be 2-D (G, T), got shape {tuple(shape)}")
     if mask.shape != shape: raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(mask.shape)}")
-    if mask.dtype != torch.bool and not ((mask == 0) | (mask == 1)).all():
-        raise ValueError(f"{name} must be boolean or hold only 0 and 1")
-    return mask.to(torch.bool)
+    return _mask_as_bool(mask, name)
 
 # %% ../nbs/11_loss.ipynb #74a2e3c9
 def kl_token_advantages(

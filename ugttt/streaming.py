@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict
 import numpy as np
 import torch
 from torch import Tensor
-from .uncertainty import top_frac_mean
+from .uncertainty import _mask_as_bool, top_frac_mean
 
 # %% auto #0
 __all__ = ['StreamingConfig', 'window_mask', 'window_mi', 'history_value', 'is_check_step', 'percentile_threshold', 'gate_stops',
@@ -60,8 +60,7 @@ def _check_mask(
     "Check a (T,) or (B, T) 0/1 mask and return it as bool."
     if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dim() not in (1, 2): raise ValueError(f"mask must have shape (T,) or (B, T), got {tuple(mask.shape)}")
-    if mask.dtype != torch.bool and not ((mask == 0) | (mask == 1)).all(): raise ValueError("mask must be boolean or hold only 0 and 1")
-    return mask.to(torch.bool)
+    return _mask_as_bool(mask)
 
 # %% ../nbs/10_streaming.ipynb #ec49dbc5
 def window_mi(

@@ -315,6 +315,16 @@ def top_frac_mean(
     out = torch.where(taken, top, torch.zeros_like(top)).sum(-1) / k.clamp_min(1)   # n = 0: 0 / 1 = 0, not NaN
     return out if values.ndim == 2 else out[0]
 
+# %% ../nbs/01_uncertainty.ipynb #5814a8dd
+def _mask_as_bool(
+    mask: Tensor,       # a mask of any shape: bool, or numbers that are all 0 or 1
+    name: str = "mask", # argument name used in the error message
+) -> Tensor:            # the same mask as bool
+    "Check that a mask is boolean or 0/1 and return it as bool (the one mask check of ugttt.uncertainty, ugttt.loss and ugttt.streaming)."
+    if mask.dtype != torch.bool and not ((mask == 0) | (mask == 1)).all():
+        raise ValueError(f"{name} must be boolean or hold only 0 and 1")
+    return mask.to(torch.bool)
+
 # %% ../nbs/01_uncertainty.ipynb #9f6a45c7
 def _values_and_mask(
     values: Tensor, # should be (T,) or (B, T) float, finite where masked in
@@ -329,9 +339,7 @@ def _values_and_mask(
     else:
         if not isinstance(mask, Tensor) or mask.shape != values.shape:
             raise ValueError(f"mask must be a tensor of shape {tuple(values.shape)}, got {getattr(mask, 'shape', type(mask).__name__)}")
-        if mask.dtype != torch.bool and not ((mask == 0) | (mask == 1)).all():
-            raise ValueError("mask must be boolean or hold only 0 and 1")
-        m = mask.to(device=v.device, dtype=torch.bool).reshape(v.shape)            # (B, T)
+        m = _mask_as_bool(mask).to(v.device).reshape(v.shape)                      # (B, T)
     if not torch.isfinite(v[m]).all(): raise ValueError("values must be finite at the masked-in positions")
     return v, m
 
