@@ -39,6 +39,7 @@ def quality_report(model, tokenizer, n=64, tasks=None, temperature=1.0, seed=0, 
 def generation_throughput(model, tokenizer, batch_size=8, max_new_tokens=320, seed=0, tasks=None):
     "New tokens per second when sampling a batch from each task's compact root prompt (tokens up to each row's EOS)."
     import torch
+    from ugttt.default_model import _sample_new_ids
     from ugttt.tasks import TASK_NAMES, get_task
     torch.manual_seed(seed)
     tokens, seconds = 0, 0.0
@@ -47,11 +48,8 @@ def generation_throughput(model, tokenizer, batch_size=8, max_new_tokens=320, se
         enc = tokenizer([t.prompt(t.initial_state(), style="compact")] * batch_size, return_tensors="pt",
                         add_special_tokens=False)
         start = time.perf_counter()
-        with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=max_new_tokens,
-                                 pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+        new = _sample_new_ids(model, tokenizer, enc, 1.0, max_new_tokens)   # (B, T_new)
         seconds += time.perf_counter() - start
-        new = out[:, enc["input_ids"].shape[1]:]                            # (B, T_new)
         ended = (new == tokenizer.eos_token_id).int().cumsum(1) > 0         # (B, T_new) at or after the first EOS
         tokens += int((~ended).sum()) + int(ended.any(1).sum())             # tokens up to and including each EOS
     return {"new_tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds, "batch_size": batch_size}

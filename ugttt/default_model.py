@@ -329,9 +329,21 @@ def sample_programs(
     for start in range(0, n, batch_size):
         b = min(batch_size, n - start)
         enc = tokenizer([prompt] * b, return_tensors="pt", add_special_tokens=False).to(model.device)
-        with torch.no_grad():
-            out = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                                 max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=tokenizer.eos_token_id)   # (b, T + T_new)
-        texts += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+        texts += tokenizer.batch_decode(_sample_new_ids(model, tokenizer, enc, temperature, max_new_tokens),
+                                        skip_special_tokens=True)
     return texts
+
+# %% ../nbs/12_default_model.ipynb #59d9b74e
+def _sample_new_ids(
+    model,                 # a causal LM
+    tokenizer,             # its tokenizer (pad and EOS ids)
+    enc,                   # the tokenizer's output for a batch of prompts: input_ids, attention_mask (B, T)
+    temperature: float,    # sampling temperature
+    max_new_tokens: int,   # per row
+) -> torch.Tensor:         # (B, T_new) the sampled ids after the prompt
+    "Pure temperature sampling (top_k=0, top_p=1) continuing `enc`: the new token ids only (sample_programs, the throughput bench)."
+    with torch.no_grad():
+        out = model.generate(**enc, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                             max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id)   # (B, T + T_new)
+    return out[:, enc["input_ids"].shape[1]:]
