@@ -26,10 +26,10 @@ class StreamingConfig:
     warmup_epochs: int = 3        # no gate before this epoch (0-based: epochs 0, 1, 2 only fill the history)
     frac: float = 1.0             # window score = mean of the top `frac` of the window's token MI; 1.0 = plain mean, 0.07 = reference
     history: str = "window"       # what the history holds: "window" (the same statistic) or "sequence" (reference)
-    code_budget: int = 6000       # tokens of the bounded code phase after a stop
+    context: bool = True          # score the window with the whole rollout as context; False = the window alone (reference)
 
     def __post_init__(self):
-        for name in ("window", "min_tokens", "code_budget"):
+        for name in ("window", "min_tokens"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
         if self.interval is not None and (isinstance(self.interval, bool) or not isinstance(self.interval, int) or self.interval < 1):
@@ -39,6 +39,7 @@ class StreamingConfig:
         if isinstance(self.warmup_epochs, bool) or not isinstance(self.warmup_epochs, int) or self.warmup_epochs < 0:
             raise ValueError(f"warmup_epochs must be an int >= 0, got {self.warmup_epochs!r}")
         if self.history not in ("window", "sequence"): raise ValueError(f"history must be 'window' or 'sequence', got {self.history!r}")
+        if not isinstance(self.context, bool): raise ValueError(f"context must be True or False, got {self.context!r}")
 
 # %% ../nbs/10_streaming.ipynb #9fde8b67
 def window_mask(
