@@ -12,8 +12,9 @@ from torch import Tensor
 from .uncertainty import _mask_as_bool, top_frac_mean
 
 # %% auto #0
-__all__ = ['StreamingConfig', 'window_mask', 'window_mi', 'history_value', 'is_check_step', 'percentile_threshold', 'gate_stops',
-           'StreamingHistory', 'StreamRecord', 'gate_check', 'streaming_summary', 'truncated_rollout_mask']
+__all__ = ['STREAMING_PRESETS', 'StreamingConfig', 'window_mask', 'window_mi', 'history_value', 'is_check_step',
+           'percentile_threshold', 'gate_stops', 'StreamingHistory', 'StreamRecord', 'gate_check', 'streaming_summary',
+           'truncated_rollout_mask']
 
 # %% ../nbs/10_streaming.ipynb #a0863422
 @dataclass(frozen=True)
@@ -41,7 +42,19 @@ class StreamingConfig:
         if self.history not in ("window", "sequence"): raise ValueError(f"history must be 'window' or 'sequence', got {self.history!r}")
         if not isinstance(self.context, bool): raise ValueError(f"context must be True or False, got {self.context!r}")
 
-# %% ../nbs/10_streaming.ipynb #9fde8b67
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "StreamingConfig":
+        "The `paper` settings (App. E) or the `tiny` ones scaled to the embedded model's thinking phase, with overrides."
+        if name not in STREAMING_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(STREAMING_PRESETS)}")
+        return cls(**{**STREAMING_PRESETS[name], **overrides})
+
+# %% ../nbs/10_streaming.ipynb #e8e7c48b
+STREAMING_PRESETS = dict(
+    paper=dict(),
+    tiny=dict(window=8, min_tokens=12, interval=4, warmup_epochs=2),
+)
+
+# %% ../nbs/10_streaming.ipynb #fa81b7d3
 def window_mask(
     mask: Tensor,            # (T,) or (B, T) bool/0-1: 1 = a thinking token (prompt and padding 0)
     window: int = 4096,      # W
@@ -54,7 +67,7 @@ def window_mask(
     end = n[..., -1:] if upto is None else n[..., -1:].clamp_max(upto)   # (…, 1) the window ends at thinking token `end`
     return m & (n <= end) & (n > end - window)
 
-# %% ../nbs/10_streaming.ipynb #fa81b7d3
+# %% ../nbs/10_streaming.ipynb #5d5c70e3
 def _check_mask(
     mask,  # the mask to check
 ) -> Tensor:  # bool, same shape
@@ -63,7 +76,7 @@ def _check_mask(
     if mask.dim() not in (1, 2): raise ValueError(f"mask must have shape (T,) or (B, T), got {tuple(mask.shape)}")
     return _mask_as_bool(mask)
 
-# %% ../nbs/10_streaming.ipynb #ec49dbc5
+# %% ../nbs/10_streaming.ipynb #5ced12d1
 def window_mi(
     token_mi: Tensor,        # (T,) or (B, T) per-token ensemble MI (paper Eq. 2), computed with the full context
     mask: Tensor,            # same shape: 1 = a thinking token
@@ -74,7 +87,7 @@ def window_mi(
     "Windowed ensemble MI: mean (or top-frac mean) of the token MI over the last W thinking tokens (App. F)."
     return top_frac_mean(token_mi, frac, window_mask(mask, window, upto))
 
-# %% ../nbs/10_streaming.ipynb #b0966ac2
+# %% ../nbs/10_streaming.ipynb #da3cd737
 def history_value(
     token_mi: Tensor,        # (T,) or (B, T) per-token MI of finished rollouts
     think_mask: Tensor,      # same shape: 1 = a thinking token
@@ -84,7 +97,7 @@ def history_value(
     if cfg.history == "sequence": return top_frac_mean(token_mi, 0.07)
     return window_mi(token_mi, think_mask, cfg.window, cfg.frac, upto=cfg.min_tokens)
 
-# %% ../nbs/10_streaming.ipynb #5db31834
+# %% ../nbs/10_streaming.ipynb #556dc0d2
 def is_check_step(
     n_generated: int,                          # tokens the rollout has generated so far (thinking phase)
     cfg: StreamingConfig = StreamingConfig(),  # min_tokens and interval
@@ -94,7 +107,7 @@ def is_check_step(
     if n_generated == cfg.min_tokens: return True
     return cfg.interval is not None and (n_generated - cfg.min_tokens) % cfg.interval == 0
 
-# %% ../nbs/10_streaming.ipynb #04976532
+# %% ../nbs/10_streaming.ipynb #2c8b2b81
 def percentile_threshold(
     history,                  # sequence of past window-MI values (floats)
     percentile: float = 25.0, # p in [0, 100]
@@ -106,7 +119,7 @@ def percentile_threshold(
     if not np.isfinite(h).all(): raise ValueError("history must hold finite MI values")
     return float(np.percentile(h, percentile))
 
-# %% ../nbs/10_streaming.ipynb #1fb0141d
+# %% ../nbs/10_streaming.ipynb #1c78646c
 def gate_stops(
     window_score: float,      # MI^W of the rollout at this check
     threshold: float,         # tau_p (percentile_threshold of the history)
@@ -116,7 +129,7 @@ def gate_stops(
     "The gate's decision: stop iff epoch >= warm-up and the window MI is below the threshold (App. F)."
     return epoch >= warmup_epochs and float(window_score) < threshold
 
-# %% ../nbs/10_streaming.ipynb #aa283406
+# %% ../nbs/10_streaming.ipynb #ddb05e08
 @dataclass
 class StreamingHistory:
     "The gate's state across epochs: past statistic values, this epoch's pending values, and the epoch counter."
@@ -147,7 +160,7 @@ class StreamingHistory:
         "Rebuild the history saved by to_dict."
         return cls(values=[float(x) for x in d["values"]], pending=[float(x) for x in d["pending"]], epoch=int(d["epoch"]))
 
-# %% ../nbs/10_streaming.ipynb #9ec588dc
+# %% ../nbs/10_streaming.ipynb #8a5351cf
 @dataclass
 class StreamRecord:
     "Streaming outcome of one rollout: stopped or not, the stop step, the checks and their window scores, tokens after the stop."
@@ -166,7 +179,7 @@ class StreamRecord:
         "Rebuild a record from to_dict."
         return cls(**d)
 
-# %% ../nbs/10_streaming.ipynb #c5f2491e
+# %% ../nbs/10_streaming.ipynb #ba65fdc3
 def gate_check(
     record: StreamRecord,     # the rollout's record; updated in place at a check
     n_generated: int,         # tokens generated so far (thinking phase)
@@ -181,7 +194,7 @@ def gate_check(
         record.stopped, record.stop_step = True, int(n_generated)
     return record.stopped
 
-# %% ../nbs/10_streaming.ipynb #96816a94
+# %% ../nbs/10_streaming.ipynb #4e2207ad
 def streaming_summary(
     records,   # the StreamRecords of one epoch's rollouts
 ) -> dict:     # firing_rate, n_rollouts, n_stopped, tokens_after_stop per rollout and per firing
@@ -192,7 +205,7 @@ def streaming_summary(
     return dict(firing_rate=len(stopped) / max(n, 1), n_rollouts=n, n_stopped=len(stopped),
                 tokens_after_stop_per_rollout=after / max(n, 1), tokens_after_stop_per_firing=after / max(len(stopped), 1))
 
-# %% ../nbs/10_streaming.ipynb #4ea0f34b
+# %% ../nbs/10_streaming.ipynb #1aab65d2
 def truncated_rollout_mask(
     prompt_len: int,    # tokens of the prompt
     n_think: int,       # thinking tokens sampled before the stop
