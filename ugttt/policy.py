@@ -526,7 +526,7 @@ def mean_token_mi(
     m = scores.mi_mask
     return float(scores.token_mi[m].double().sum() / max(int(m.sum()), 1))
 
-# %% ../nbs/09_policy.ipynb #dea20bb6
+# %% ../nbs/09_policy.ipynb #7b492980
 def adapter_logprobs(
     ens: LoRAEnsemble,
     k: int,                  # the adapter being trained
@@ -543,7 +543,7 @@ def adapter_logprobs(
             rows.append(F.pad(lp, (1, input_ids.shape[1] - n)))
     return torch.stack(rows)
 
-# %% ../nbs/09_policy.ipynb #0a47cfdc
+# %% ../nbs/09_policy.ipynb #49e7a769
 @contextmanager
 def _training(ens: LoRAEnsemble, k: int):
     "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); eval after."
