@@ -18,8 +18,8 @@ from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_che
 # %% auto #0
 __all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble', 'lora_layers',
            'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden', 'member_hidden', 'sequence_scores',
-           'encode_prompt', 'Rollouts', 'generate_group', 'window_scores', 'RolloutScores', 'score_rollouts',
-           'base_logprobs', 'mean_token_mi', 'adapter_logprobs']
+           'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group', 'window_scores', 'RolloutScores',
+           'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs']
 
 # %% ../nbs/09_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -305,6 +305,7 @@ def encode_prompt(
 @dataclass
 class _Row:
     "Decoding state of one rollout."
+    prompt: list = field(default_factory=list)     # its prompt ids
     tokens: list = field(default_factory=list)     # generated ids (sampled and forced)
     logprobs: list = field(default_factory=list)   # log pi_gen of each sampled token, 0.0 for forced ones
     kinds: list = field(default_factory=list)      # per token: "t" sampled thinking, "c" sampled code, "f" forced
@@ -340,6 +341,51 @@ class Rollouts:
         return self.attention_mask.sum(-1) - self.prompt_len
 
 # %% ../nbs/09_policy.ipynb #2c688d63
+def generate_groups(
+    ens: LoRAEnsemble,
+    prompts: list[list[int]],            # one prompt (encode_prompt) per group
+    n: int,                              # G, rollouts per group
+    start: int = 0,                      # global rollout counter before the first group (round robin)
+    streaming: StreamingConfig | None = None,  # the streaming gate's settings; None = no gate
+    history: StreamingHistory | None = None,   # the gate's history and epoch (needed with streaming)
+    generator: torch.Generator | None = None,  # the sampling RNG (on the model's device); None = torch's global one
+) -> list[Rollouts]:                     # one Rollouts per prompt
+    "Sample G rollouts for each prompt in one batched decode (prompts left-padded), adapters round robin, two-phase budget, streaming gate."
+    cfg, K = ens.cfg, ens.n_adapters
+    _check_generate_args(ens, prompts, n, streaming, history)
+    adapters = round_robin(start, n * len(prompts), K)
+    names = [ens.names[a] for a in adapters]
+    rows = [_Row(prompt=list(p), phase="think" if cfg.think_cap is not None else "code") for p in prompts for _ in range(n)]
+    gate_on = streaming is not None and history.epoch >= streaming.warmup_epochs
+    B, Pmax, dev = len(rows), max(len(p) for p in prompts), ens.device
+    ens.model.eval()
+    with torch.no_grad():
+        x = torch.full((B, Pmax), ens.pad_id, dtype=torch.long, device=dev)                 # (B, Pmax) left-padded
+        attn = torch.zeros(B, Pmax, dtype=torch.long, device=dev)
+        for i, r in enumerate(rows): x[i, Pmax - len(r.prompt):] = torch.tensor(r.prompt); attn[i, Pmax - len(r.prompt):] = 1
+        pos = (attn.cumsum(-1) - 1).clamp_min(0)                                            # (B, Pmax) positions of real tokens
+        out = ens.model(input_ids=x, attention_mask=attn, position_ids=pos, adapter_names=names, use_cache=True)
+        logits, past, pos = out.logits[:, -1], out.past_key_values, pos[:, -1:]             # (B, V)
+        act = list(range(B))                                  # rows still in the batch (finished ones are dropped)
+        while True:
+            sampled = _sample(logits, cfg.temperature, generator)                            # (A,)
+            logp = torch.log_softmax(logits.float(), -1)                                    # (A, V) the policy at temperature 1
+            nxt = [_advance(ens, rows[i], s, logp[j, s]) for j, (i, s) in enumerate(zip(act, sampled.tolist()))]
+            if gate_on: _gate(ens, [rows[i] for i in act], streaming, history)
+            keep = [j for j, i in enumerate(act) if rows[i].phase != "done"]
+            if not keep: break
+            if len(keep) <= 3 * len(act) // 4:               # drop finished rows from the batch and the KV cache
+                idx = torch.tensor(keep, device=dev)
+                past.batch_select_indices(idx)
+                act, nxt, attn, pos = [act[j] for j in keep], [nxt[j] for j in keep], attn[idx], pos[idx]
+            attn = torch.cat([attn, attn.new_ones(len(act), 1)], -1)                         # (A, L + 1)
+            pos = pos + 1                                                                   # (A, 1)
+            out = ens.model(input_ids=torch.tensor(nxt, dtype=torch.long, device=dev)[:, None], attention_mask=attn,
+                            position_ids=pos, past_key_values=past, adapter_names=[names[i] for i in act], use_cache=True)
+            logits, past = out.logits[:, -1], out.past_key_values
+    return [_collate(ens, rows[j * n:(j + 1) * n], adapters[j * n:(j + 1) * n]) for j in range(len(prompts))]
+
+# %% ../nbs/09_policy.ipynb #bc16c89b
 def generate_group(
     ens: LoRAEnsemble,
     prompt_ids: list[int],               # the prompt (encode_prompt), shared by the whole group
@@ -349,36 +395,22 @@ def generate_group(
     history: StreamingHistory | None = None,   # the gate's history and epoch (needed with streaming)
     generator: torch.Generator | None = None,  # the sampling RNG (on the model's device); None = torch's global one
 ) -> Rollouts:
-    "Sample G rollouts of one prompt in one batched decode, adapters round-robin, with the two-phase budget and the streaming gate."
-    cfg, K = ens.cfg, ens.n_adapters
-    P = len(prompt_ids)
-    _check_generate_args(ens, P, n, streaming, history)
-    adapters = round_robin(start, n, K)
-    names = [ens.names[a] for a in adapters]
-    rows = [_Row(phase="think" if cfg.think_cap is not None else "code") for _ in range(n)]
-    gate_on = streaming is not None and history.epoch >= streaming.warmup_epochs
-    dev = ens.device
-    ens.model.eval()
-    with torch.no_grad():
-        x = torch.tensor([prompt_ids] * n, dtype=torch.long, device=dev)             # (G, P)
-        out = ens.model(input_ids=x, attention_mask=torch.ones_like(x), adapter_names=names, use_cache=True)
-        logits, past, L = out.logits[:, -1], out.past_key_values, P                  # (G, V)
-        while True:
-            logp = torch.log_softmax(logits.float(), -1)                                # (G, V) the policy at temperature 1
-            probs = torch.softmax(logits.float() / cfg.temperature, -1)                 # (G, V) the sampling distribution
-            sampled = torch.multinomial(probs, 1, generator=generator).squeeze(-1).tolist()   # (G,)
-            nxt = [_advance(ens, r, s, logp[i, s], P) for i, (r, s) in enumerate(zip(rows, sampled))]
-            if gate_on: _gate(ens, rows, prompt_ids, streaming, history)
-            if all(r.phase == "done" for r in rows): break
-            x = torch.tensor(nxt, dtype=torch.long, device=dev)[:, None]                 # (G, 1)
-            L += 1
-            out = ens.model(input_ids=x, attention_mask=torch.ones(n, L, dtype=torch.long, device=dev),
-                            past_key_values=past, adapter_names=names, use_cache=True)
-            logits, past = out.logits[:, -1], out.past_key_values
-    return _collate(ens, rows, prompt_ids, adapters)
+    "Sample G rollouts of one prompt in one batched decode, adapters round robin, with the two-phase budget and the streaming gate."
+    return generate_groups(ens, [prompt_ids], n, start, streaming, history, generator)[0]
 
-# %% ../nbs/09_policy.ipynb #bc16c89b
-def _advance(ens, r: _Row, sampled: int, logp: Tensor, P: int) -> int:
+# %% ../nbs/09_policy.ipynb #3b065790
+def _sample(
+    logits: Tensor,                       # (A, V) next-token logits of the active rows
+    temperature: float,                   # tau > 0
+    generator: torch.Generator | None,    # the sampling RNG
+) -> Tensor:                              # (A,) int64 sampled token ids
+    "One token per row from softmax(logits / temperature), by the exponential race argmax p / E with E ~ Exp(1)."
+    probs = torch.softmax(logits.float() / temperature, -1)                        # (A, V)
+    race = torch.empty_like(probs).exponential_(generator=generator)              # (A, V) Exp(1) clocks
+    return (probs / race).argmax(-1)
+
+# %% ../nbs/09_policy.ipynb #14699b92
+def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
     "Append one token to a row (a forced one if the transition is pending, else the sampled one), update its phase; the id to feed next."
     cfg = ens.cfg
     if r.phase == "done": return ens.pad_id
@@ -392,26 +424,26 @@ def _advance(ens, r: _Row, sampled: int, logp: Tensor, P: int) -> int:
     elif kind == "t" and tok == ens.think_end_id: r.phase, r.closed = "code", "model"   # closed by the model itself
     elif kind == "t" and r.n_think >= cfg.think_cap: _close(ens, r, "cap")          # the hard thinking cap
     if r.phase != "done" and r.code_left is not None and r.code_left <= 0 and not r.forced: r.phase, r.end = "done", "code_budget"
-    if r.phase != "done" and P + len(r.tokens) >= cfg.context_window: r.phase, r.end = "done", "context"
+    if r.phase != "done" and len(r.prompt) + len(r.tokens) >= cfg.context_window: r.phase, r.end = "done", "context"
     return tok
 
-# %% ../nbs/09_policy.ipynb #83829192
+# %% ../nbs/09_policy.ipynb #445e2ec0
 def _close(ens, r: _Row, why: str) -> None:
     "Close the thinking phase by force: queue the transition, then a code phase of code_budget sampled tokens."
     r.forced, r.phase, r.code_left, r.closed = list(ens.transition_ids), "code", ens.cfg.code_budget, why
 
-# %% ../nbs/09_policy.ipynb #293422bf
-def _gate(ens, rows, prompt_ids, streaming: StreamingConfig, history: StreamingHistory) -> None:
+# %% ../nbs/09_policy.ipynb #318bd3ec
+def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> None:
     "Query the streaming gate for the rows still thinking that have just reached a check step; close those below the threshold."
     due = [r for r in rows if r.phase == "think" and r.kinds and r.kinds[-1] == "t" and is_check_step(r.n_think, streaming)]
     if not due: return
-    scores = window_scores(ens, [torch.tensor(prompt_ids + r.tokens) for r in due],
-                           [torch.tensor([False] * len(prompt_ids) + [k == "t" for k in r.kinds]) for r in due], streaming)
+    scores = window_scores(ens, [torch.tensor(r.prompt + r.tokens) for r in due],
+                           [torch.tensor([False] * len(r.prompt) + [k == "t" for k in r.kinds]) for r in due], streaming)
     for r, s in zip(due, scores):
         if gate_check(r.record, r.n_think, s, history, streaming):
             _close(ens, r, "gate")
 
-# %% ../nbs/09_policy.ipynb #435cd12d
+# %% ../nbs/09_policy.ipynb #8f162027
 def window_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],      # each (T_i,) ids: prompt + generated so far
@@ -429,9 +461,10 @@ def window_scores(
         out.append(float(window_mi(mi, m, streaming.window, streaming.frac)))
     return out
 
-# %% ../nbs/09_policy.ipynb #14699b92
-def _collate(ens, rows, prompt_ids, adapters) -> Rollouts:
-    "Right-padded (G, T) tensors of a finished group."
+# %% ../nbs/09_policy.ipynb #13720115
+def _collate(ens, rows, adapters) -> Rollouts:
+    "Right-padded (G, T) tensors of a finished group (its rows share one prompt)."
+    prompt_ids = rows[0].prompt
     P, G = len(prompt_ids), len(rows)
     T = P + max(len(r.tokens) for r in rows)
     ids = torch.full((G, T), ens.pad_id, dtype=torch.long)
@@ -449,12 +482,14 @@ def _collate(ens, rows, prompt_ids, adapters) -> Rollouts:
     return Rollouts(ids, am, cm, tm, lp, torch.tensor(adapters), P, texts, [r.end for r in rows], [r.closed for r in rows],
                     [r.record for r in rows], torch.tensor([r.n_think for r in rows]))
 
-# %% ../nbs/09_policy.ipynb #445e2ec0
-def _check_generate_args(ens, P, n, streaming, history) -> None:
-    "Clear errors for a group that cannot be generated as asked."
+# %% ../nbs/09_policy.ipynb #a3ad805c
+def _check_generate_args(ens, prompts, n, streaming, history) -> None:
+    "Clear errors for groups that cannot be generated as asked."
     cfg = ens.cfg
     if isinstance(n, bool) or not isinstance(n, int) or n < 1: raise ValueError(f"n must be a positive int, got {n!r}")
-    if P < 1: raise ValueError("the prompt is empty: a rollout needs at least one prompt token")
+    if not isinstance(prompts, (list, tuple)) or not prompts: raise ValueError("need at least one prompt")
+    if min(len(p) for p in prompts) < 1: raise ValueError("the prompt is empty: a rollout needs at least one prompt token")
+    P = max(len(p) for p in prompts)
     room = cfg.context_window - P
     need = (cfg.think_cap + len(ens.transition_ids) + 1) if cfg.think_cap is not None else 1
     if room < need:
@@ -464,7 +499,7 @@ def _check_generate_args(ens, P, n, streaming, history) -> None:
         if history is None: raise ValueError("streaming needs the gate's history (a StreamingHistory)")
         if cfg.think_cap is None: raise ValueError("the streaming gate closes a thinking phase: it needs think_cap")
 
-# %% ../nbs/09_policy.ipynb #2e176e68
+# %% ../nbs/09_policy.ipynb #29869182
 @dataclass
 class RolloutScores:
     "All-adapter scores of a group: per-member log-probs of the realised tokens, token MI, U_i and base log-probs, column-aligned with input_ids."
@@ -474,7 +509,7 @@ class RolloutScores:
     uncertainty: Tensor          # (G,) U_i = top-frac mean of token_mi over mi_mask (Eq. 3)
     base_logprobs: Tensor | None # (G, T) log pi_base with the adapters disabled, or None when not asked for
 
-# %% ../nbs/09_policy.ipynb #6a75fdfa
+# %% ../nbs/09_policy.ipynb #f315b305
 def score_rollouts(
     ens: LoRAEnsemble,
     rollouts: Rollouts,   # a generated group
@@ -496,7 +531,7 @@ def score_rollouts(
     base_lp = base_logprobs(ens, seqs, T) if base else None
     return RolloutScores(token_logprobs, token_mi, mi_mask, U, base_lp)
 
-# %% ../nbs/09_policy.ipynb #63b818bd
+# %% ../nbs/09_policy.ipynb #f519e412
 def base_logprobs(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) token ids
@@ -518,7 +553,7 @@ def base_logprobs(
     finally: ens.model.set_requires_grad(ens.names, True)   # leaving disable_adapter re-freezes every inactive adapter
     return out
 
-# %% ../nbs/09_policy.ipynb #c41b0055
+# %% ../nbs/09_policy.ipynb #4179aad6
 def mean_token_mi(
     scores: RolloutScores,  # scores of one or more groups
 ) -> float:                 # mean MI over the masked positions (nats); 0 when none
@@ -526,7 +561,7 @@ def mean_token_mi(
     m = scores.mi_mask
     return float(scores.token_mi[m].double().sum() / max(int(m.sum()), 1))
 
-# %% ../nbs/09_policy.ipynb #7b492980
+# %% ../nbs/09_policy.ipynb #bb4bc810
 def adapter_logprobs(
     ens: LoRAEnsemble,
     k: int,                  # the adapter being trained
@@ -543,7 +578,7 @@ def adapter_logprobs(
             rows.append(F.pad(lp, (1, input_ids.shape[1] - n)))
     return torch.stack(rows)
 
-# %% ../nbs/09_policy.ipynb #49e7a769
+# %% ../nbs/09_policy.ipynb #077800c3
 @contextmanager
 def _training(ens: LoRAEnsemble, k: int):
     "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); eval after."
