@@ -37,6 +37,7 @@ class PolicyConfig:
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")  # adapted linears in every layer (App. E)
     b_init_std: float = 0.01            # B ~ N(0, std^2) per adapter (reference); 0 gives peft's B = 0: every member equals the base, MI = 0
     seed: int = 42                      # adapter k draws its A and B from seed + 1000·k (the reference's seeds for 42)
+    identical_init: bool = False        # every adapter from `seed` alone: K copies of one member (Prop. 3 checks; MI = 0)
     temperature: float = 1.0            # sampling temperature; pure sampling, no top-k / top-p (App. E)
     think_cap: int | None = 26000       # sampled thinking tokens before a forced close (App. E "Phase-1 token cap"); None = no thinking phase
     code_budget: int = 6000             # sampled tokens of the code phase after a forced close (App. E "Phase-2 wrap budget")
@@ -86,6 +87,7 @@ def _check_policy_config(c: PolicyConfig) -> None:
     if not 0 < c.top_frac <= 1: raise ValueError(f"top_frac must lie in (0, 1], got {c.top_frac}")
     if not c.target_modules or not all(isinstance(m, str) for m in c.target_modules):
         raise ValueError(f"target_modules must be a non-empty tuple of module names, got {c.target_modules!r}")
+    if not isinstance(c.identical_init, bool): raise ValueError(f"identical_init must be True or False, got {c.identical_init!r}")
     if c.scoring not in ("mixed", "loop"): raise ValueError(f"scoring must be 'mixed' or 'loop', got {c.scoring!r}")
     if c.mi_positions not in ("completion", "all"): raise ValueError(f"mi_positions must be 'completion' or 'all', got {c.mi_positions!r}")
     if c.think_cap is not None and c.think_end not in c.transition:
@@ -151,7 +153,7 @@ class LoRAEnsemble:
             self.model = get_peft_model(model, lora, adapter_name=self.names[0])
         for name in self.names[1:]: self.model.add_adapter(name, lora)
         self.model.set_requires_grad(self.names, True)   # add_adapter leaves only the first one trainable
-        init_adapters(self, cfg.seed, cfg.b_init_std)
+        init_adapters(self, cfg.seed, cfg.b_init_std, cfg.identical_init)
         self.model.eval()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.stop_ids = _stop_ids(self.model, tokenizer)
@@ -213,11 +215,12 @@ def init_adapters(
     ens: LoRAEnsemble,  # the ensemble whose adapters to (re)initialise
     seed: int,          # adapter k uses torch.Generator seeded with seed + 1000·k
     b_std: float,       # B ~ N(0, b_std^2); 0 = zeros
+    identical: bool = False,  # every adapter from `seed` (K copies of one member)
 ) -> None:
     "Draw every adapter's A as peft does (Kaiming-uniform, a = sqrt 5) and B ~ N(0, b_std^2), adapter k from seed + 1000·k, on the CPU."
     with torch.no_grad():
         for k, name in enumerate(ens.names):
-            g = torch.Generator().manual_seed(seed + 1000 * k)
+            g = torch.Generator().manual_seed(seed if identical else seed + 1000 * k)
             for m in lora_layers(ens):
                 a, b = m.lora_A[name].weight, m.lora_B[name].weight
                 a_new = torch.empty(a.shape, dtype=torch.float32)
