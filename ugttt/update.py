@@ -55,14 +55,14 @@ def group_advantages(
     rewards,                  # (G,) execution rewards R_exec of one group
     U,                        # (G,) uncertainties U_i of the same rollouts (RolloutScores.uncertainty)
     cfg: UpdateConfig = UpdateConfig(),  # mi_coef, beta_ref, gamma_max, mi_clip, min_abs_advantage
-) -> dict:                    # beta, advantages (G,), shaped (G,), keep (G,) bool
-    "beta, plain and MI-shaped advantages and the kept rollouts of one group (Eq. 4-6, 10, 11; constant groups dropped)."
+) -> dict:                    # entropic_beta, advantages (G,), shaped (G,), keep (G,) bool
+    "The entropic temperature, plain and MI-shaped advantages and the kept rollouts of one group (Eq. 4-6, 10, 11; constant groups dropped)."
     r = group_tensor(rewards, "rewards", min_size=2)
     u = group_tensor(U.detach().cpu() if isinstance(U, Tensor) else U, "U", min_size=2)
     beta = entropic_beta(r)
     A = loo_advantages(r, beta)
     shaped = shaped_advantages(A, u, beta, cfg.mi_coef, cfg.beta_ref, cfg.gamma_max, cfg.mi_clip)
-    return dict(beta=beta, advantages=A, shaped=shaped, keep=kept_rollouts(r, shaped, cfg.min_abs_advantage))
+    return dict(entropic_beta=beta, advantages=A, shaped=shaped, keep=kept_rollouts(r, shaped, cfg.min_abs_advantage))
 
 # %% ../nbs/11_update.ipynb #f9fd02cf
 @dataclass
