@@ -94,10 +94,13 @@ def test_threads_fit_in_a_small_memory_budget(sb):
     assert r.ok and r.value == 16, r
 
 
-def test_each_program_gets_fresh_randomness(sb):
+def test_unseeded_randomness_is_reproducible_per_program(sb):
+    "The global RNGs are seeded from the source: the same program draws the same numbers, different programs differ."
     src = 'import numpy as np, random\ndef run(): return [float(np.random.rand()), random.random()]'
-    a, b, c = (sb.run(src, 'run').value for _ in range(3))
-    assert a[0] != b[0] != c[0] and a[1] != b[1] != c[1]
+    a, b = (sb.run(src, 'run').value for _ in range(2))
+    c = sb.run(src + '\n# another program', 'run').value
+    assert a == b, (a, b)
+    assert c[0] != a[0] and c[1] != a[1], (a, c)
 
 
 def test_task_like_program_and_output(sb):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_sandbox_worker.ipynb #6cb3a95c
 from __future__ import annotations
-import ctypes, json, os, platform, select, shutil, signal, socket, struct, sys, tempfile, time
+import ctypes, json, os, platform, random, select, shutil, signal, socket, struct, sys, tempfile, time, zlib
 from typing import Any
 
 # %% auto #0
@@ -199,7 +199,6 @@ def _child_main(
         os.chdir(jobdir); os.umask(0o077)
         os.environ.update(HOME=jobdir, TMPDIR=jobdir)
         tempfile.tempdir = jobdir
-        if 'numpy' in sys.modules: sys.modules['numpy'].random.seed()
         if cfg.get('seccomp'): _apply_seccomp(bytes.fromhex(cfg['seccomp']))
     except BaseException as e:
         try: jsock.send(b'e' + f'sandbox child setup failed: {type(e).__name__}: {e}'.encode()[:2000])
@@ -220,6 +219,9 @@ def _child_main(
             hard = resource.getrlimit(r)[1]
             if v is not None: v = v if hard == resource.RLIM_INFINITY else min(v, hard); resource.setrlimit(r, (v, v))
         src, entry = job['source'], job['entry']
+        seed = zlib.crc32(src.encode('utf-8', 'surrogatepass'))   # same program, same random numbers (see above)
+        random.seed(seed)
+        if 'numpy' in sys.modules: sys.modules['numpy'].random.seed(seed)
         with io.open('program.py', 'w', encoding='utf-8', errors='surrogatepass') as f: f.write(src)   # for tracebacks
         mod = types.ModuleType('program'); mod.__file__ = os.path.join(jobdir, 'program.py')
         sys.modules['program'] = mod; sys.argv = ['program.py']
