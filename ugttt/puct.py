@@ -162,6 +162,7 @@ def construction_key(
     if state.construction is not None and len(state.construction) > 0: return _frozen(state.construction)
     return state.code or None
 
+# %% ../nbs/08_puct.ipynb #dac2f423
 def admissible_length(
     task: str,      # task name
     state: State,   # a child state
@@ -171,13 +172,13 @@ def admissible_length(
     c = state.construction
     return c is None or len(c) == 0 or lo <= len(c) <= hi
 
-# %% ../nbs/08_puct.ipynb #1b1aa9bc
+# %% ../nbs/08_puct.ipynb #1cfa2834
 def _frozen(x):
     "Nested lists, tuples and arrays as nested tuples of floats."
     if isinstance(x, (list, tuple, np.ndarray)): return tuple(_frozen(e) for e in x)
     return float(x)
 
-# %% ../nbs/08_puct.ipynb #ec31a208
+# %% ../nbs/08_puct.ipynb #c99421db
 def prune_buffer(
     values: list,        # (N,) state values
     parent_ids: list,    # (N,) immediate parent id of each state, None for a root
@@ -198,7 +199,7 @@ def prune_buffer(
         keep = sorted(roots + rest[:max(0, max_buffer - len(roots))])
     return keep
 
-# %% ../nbs/08_puct.ipynb #3396c6f3
+# %% ../nbs/08_puct.ipynb #6d992849
 @dataclass
 class Node:
     "One state of the PUCT buffer: id, timestep, task state, value and ancestry."
@@ -223,7 +224,7 @@ class Node:
         return cls(id=int(d["id"]), timestep=int(d["timestep"]), state=state, value=float(d["value"]),
                    parents=[dict(id=int(p["id"]), timestep=int(p["timestep"])) for p in d["parents"]])
 
-# %% ../nbs/08_puct.ipynb #f4ccf64d
+# %% ../nbs/08_puct.ipynb #70d04212
 def _plain(x):
     "Arrays and NumPy scalars inside a construction as plain lists and floats, for JSON."
     if isinstance(x, np.ndarray): return x.tolist()
@@ -231,7 +232,7 @@ def _plain(x):
     if isinstance(x, np.generic): return x.item()
     return x
 
-# %% ../nbs/08_puct.ipynb #29c12306
+# %% ../nbs/08_puct.ipynb #378b8844
 class PUCTSampler:
     "TTT-Discover's PUCT parent sampler: a buffer of states, visit counts n, best values m and total count T."
     def __init__(
@@ -270,7 +271,7 @@ class PUCTSampler:
         self.next_id += 1
         return node
 
-# %% ../nbs/08_puct.ipynb #7f8dad96
+# %% ../nbs/08_puct.ipynb #d6a5d827
 def _check_sampler(s: PUCTSampler) -> None:
     "Raise a ValueError naming the first setting of a PUCTSampler that is out of range."
     for name, lo in (("n_roots", 1), ("group_size", 1), ("topk_children", 1), ("max_buffer", 1)):
@@ -280,7 +281,7 @@ def _check_sampler(s: PUCTSampler) -> None:
     if s.backup not in BACKUPS: raise ValueError(f"backup must be one of {', '.join(BACKUPS)}, got {s.backup!r}")
     if s.n_roots > s.max_buffer: raise ValueError(f"n_roots ({s.n_roots}) must not exceed max_buffer ({s.max_buffer})")
 
-# %% ../nbs/08_puct.ipynb #a0892654
+# %% ../nbs/08_puct.ipynb #9940637d
 @patch
 def sample(
     self: PUCTSampler,
@@ -303,7 +304,7 @@ def sample(
                              bonus=float(scores[i] - q[i]), score=float(scores[i])) for i in picked]
     return [self.nodes[i] for i in picked]
 
-# %% ../nbs/08_puct.ipynb #51ad31a8
+# %% ../nbs/08_puct.ipynb #4f1c8b83
 @patch
 def update(
     self: PUCTSampler,
@@ -328,7 +329,7 @@ def update(
         if key is not None: seen.add(key)
     return admitted
 
-# %% ../nbs/08_puct.ipynb #0e1f7c3e
+# %% ../nbs/08_puct.ipynb #59c11092
 @patch
 def flush(
     self: PUCTSampler,
@@ -342,6 +343,7 @@ def flush(
     self.step = int(step)
     return self.snapshot()
 
+# %% ../nbs/08_puct.ipynb #a0b8ddb3
 @patch
 def snapshot(self: PUCTSampler) -> dict:
     "The buffer and statistics under the reference's snapshot keys (JSON-able)."
@@ -351,7 +353,14 @@ def snapshot(self: PUCTSampler) -> dict:
                 puct_n={str(k): v for k, v in self.n.items()}, puct_m={str(k): v for k, v in self.m.items()},
                 puct_T=self.T)
 
-# %% ../nbs/08_puct.ipynb #0e2fb3b7
+# %% ../nbs/08_puct.ipynb #824790ee
+@patch
+def stats(self: PUCTSampler) -> dict:
+    "Per-epoch sampler metrics under puct/ keys."
+    return {"puct/buffer_size": len(self.nodes), "puct/T": self.T, "puct/scale_last": self.last_scale,
+            "puct/best_value": max(nd.value for nd in self.nodes), "puct/sampled": len(self.last_sample)}
+
+# %% ../nbs/08_puct.ipynb #a9402a3e
 @patch
 def to_dict(self: PUCTSampler) -> dict:
     "Everything needed to resume the sampler, JSON-able."
@@ -359,6 +368,7 @@ def to_dict(self: PUCTSampler) -> dict:
                topk_children=self.topk_children, max_buffer=self.max_buffer, backup=self.backup)
     return dict(config=cfg, next_id=self.next_id, initial_ids=list(self.initial_ids), **self.snapshot())
 
+# %% ../nbs/08_puct.ipynb #705bea58
 @patch(cls_method=True)
 def from_dict(
     cls: PUCTSampler,
