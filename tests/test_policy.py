@@ -1,0 +1,203 @@
+"""Integration tests of ugttt.policy on real models (CPU): the two-phase budget on a random tiny Qwen3 chat model, the
+streaming gate inside generation on constructed histories, the round robin across calls, seeded reproducibility, clear
+errors for bad inputs, the requires_grad invariant after scoring, and U_i over every position versus the completion."""
+from dataclasses import replace
+
+import pytest
+import torch
+from fastcore.test import test_eq, test_ne, test_close, test_fail
+
+from ugttt.policy import (PAPER_TRANSITION, PolicyConfig, LoRAEnsemble, load_base_model, encode_prompt, generate_group,
+                          score_rollouts, window_scores, adapter_logprobs, adapter_parameters, round_robin)
+from ugttt.streaming import StreamingConfig, StreamingHistory, truncated_rollout_mask
+from ugttt.tasks import get_task
+from qwen3_chat import build_random_qwen3_chat   # tests/ is on sys.path under pytest
+
+TINY = PolicyConfig.preset("tiny")                 # embedded model, K = 3, think_cap 24, code_budget 160
+GATE = StreamingConfig(window=8, min_tokens=8, interval=4, warmup_epochs=1)   # checks at 8, 12, 16, 20 thinking tokens
+BIG = 1e3                                          # far above any window MI of the tiny ensemble (about 1e-4 nats)
+
+
+def _seed(s): return torch.Generator().manual_seed(s)
+
+
+@pytest.fixture(scope="module")
+def ens(): return LoRAEnsemble.from_config(TINY)
+
+
+@pytest.fixture(scope="module")
+def prompt(ens): return encode_prompt(ens, get_task("cp26").prompt(None, style="compact"))
+
+
+@pytest.fixture(scope="module")
+def group(ens, prompt): return generate_group(ens, prompt, 4, generator=_seed(0))
+
+
+# --- 1. the two-phase budget on a chat model -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    path = build_random_qwen3_chat(tmp_path_factory.mktemp("qwen3") / "m", seed=0)
+    cfg = PolicyConfig(model=str(path), dtype="float32", device="cpu", n_adapters=2, think_cap=12, code_budget=8,
+                       context_window=256, score_batch=4, train_batch=4, seed=0)
+    return LoRAEnsemble.from_config(cfg)
+
+
+def test_chat_prompt_uses_the_template(qwen):
+    tok = qwen.tokenizer
+    ids = encode_prompt(qwen, "Write a function.")
+    test_eq(tok.decode(ids), "<|im_start|>user\nWrite a function.<|im_end|>\n<|im_start|>assistant\n")
+    test_eq(encode_prompt(qwen, "Write a function.", chat=False), tok("Write a function.", add_special_tokens=False).input_ids)
+
+
+def test_chat_stop_ids_and_think_end(qwen):
+    tok = qwen.tokenizer
+    test_eq(tok.convert_tokens_to_ids("<|im_end|>") in qwen.stop_ids, True)
+    test_eq(tok.convert_tokens_to_ids("<|endoftext|>") in qwen.stop_ids, True)     # from generation_config
+    test_eq(qwen.think_end_id, tok.convert_tokens_to_ids("</think>"))
+    test_eq(qwen.transition_ids, tok(PAPER_TRANSITION, add_special_tokens=False).input_ids)
+    test_eq(tok.decode(qwen.transition_ids), PAPER_TRANSITION)
+
+
+def test_chat_rows_reach_the_cap_then_transition_then_bounded_code(qwen):
+    "A random model (almost) never writes </think>: every row thinks 12 tokens, gets the transition verbatim, then <= 8 code tokens."
+    g = generate_group(qwen, encode_prompt(qwen, "Write a function."), 4, generator=_seed(0))
+    P, n_tr, cfg = g.prompt_len, len(qwen.transition_ids), qwen.cfg
+    test_eq(g.closed, ["cap"] * 4)
+    test_eq(g.n_think.tolist(), [cfg.think_cap] * 4)
+    for i in range(4):
+        n = int(g.attention_mask[i].sum())
+        n_code = n - P - cfg.think_cap - n_tr
+        forced = slice(P + cfg.think_cap, P + cfg.think_cap + n_tr)
+        test_eq(g.input_ids[i, forced].tolist(), qwen.transition_ids)               # teacher-forced verbatim
+        test_eq(g.gen_logprobs[i, forced].abs().sum().item(), 0.0)                   # ...with no log-prob
+        test_eq(g.completion_mask[i, :n], truncated_rollout_mask(P, cfg.think_cap, n_tr, n_code))
+        test_eq(g.think_mask[i, P:P + cfg.think_cap].all().item(), True)
+        test_eq(1 <= n_code <= cfg.code_budget, True)
+        if g.ends[i] == "code_budget": test_eq(n_code, cfg.code_budget)
+        else: test_eq((g.ends[i], g.input_ids[i, n - 1].item() in qwen.stop_ids), ("eos", True))
+        test_eq(g.completion_mask[i, n:].any().item(), False)                        # padding
+        test_eq("</think>" in g.texts[i], True)                                      # the thinking tag survives decoding
+    scores = score_rollouts(qwen, g, base=False)
+    own = scores.token_logprobs[g.adapters, torch.arange(4)]                        # (G, T) the generator's re-scored log-probs
+    test_close(own[g.completion_mask], g.gen_logprobs[g.completion_mask], eps=1e-4)
+
+
+def test_chat_without_thinking_phase(qwen):
+    "think_cap=None: every sampled token is code, nothing is forced, a row ends at EOS or the context window; no gate."
+    cfg = replace(qwen.cfg, think_cap=None, context_window=48)
+    plain = LoRAEnsemble(*load_base_model(cfg), cfg)
+    g = generate_group(plain, encode_prompt(plain, "Write a function."), 3, generator=_seed(0))
+    P = g.prompt_len
+    test_eq((g.closed, g.n_think.tolist(), g.think_mask.any().item()), ([""] * 3, [0] * 3, False))
+    test_eq(g.completion_mask, g.attention_mask & (torch.arange(g.input_ids.shape[1]) >= P))
+    for i, n in enumerate(g.attention_mask.sum(-1).tolist()):
+        if g.ends[i] == "context": test_eq(n, cfg.context_window)
+        else: test_eq((g.ends[i], g.input_ids[i, n - 1].item() in plain.stop_ids), ("eos", True))
+    test_fail(lambda: generate_group(plain, [1, 2], 2, streaming=StreamingConfig(), history=StreamingHistory()),
+              contains="it needs think_cap")
+
+
+# --- 2. the streaming gate inside generation -------------------------------------------------------------------------
+
+def test_gate_closes_every_thinking_row_at_min_tokens(ens, prompt, group):
+    "A history far above any MI: each row still thinking at 8 tokens is closed there, then transition and code phase."
+    g = generate_group(ens, prompt, 4, streaming=GATE, history=StreamingHistory(values=[BIG] * 20, epoch=1), generator=_seed(0))
+    P, n_tr = g.prompt_len, len(ens.transition_ids)
+    test_eq("gate" in g.closed, True)
+    for i, rec in enumerate(g.streams):
+        if g.closed[i] != "gate":                                  # closed itself (or ended) before the first check
+            test_eq((g.closed[i] in ("model", ""), g.n_think[i].item() <= GATE.min_tokens, rec.check_steps), (True, True, []))
+            continue
+        test_eq((rec.stopped, rec.stop_step, rec.check_steps, len(rec.window_scores)), (True, 8, [8], 1))
+        test_eq(g.n_think[i].item(), 8)
+        test_eq(rec.tokens_after_stop, g.n_generated[i].item() - 8)
+        test_eq(g.input_ids[i, P + 8:P + 8 + n_tr].tolist(), ens.transition_ids)
+        test_eq(g.input_ids[i, :P + 8], group.input_ids[i, :P + 8])   # same draws as without the gate up to the check
+        # the recorded score is window_scores on the same prefix: the paper's window with context...
+        prefix, think = g.input_ids[i, :P + 8], g.think_mask[i, :P + 8]
+        test_close(window_scores(ens, [prefix], [think], GATE)[0], rec.window_scores[0], eps=1e-8)
+        # ...and the reference's window alone is another, still finite number
+        alone = window_scores(ens, [prefix], [think], replace(GATE, context=False))[0]
+        test_eq(torch.isfinite(torch.tensor(alone)).item(), True)
+        test_ne(alone, rec.window_scores[0])
+
+
+def test_gate_below_every_mi_checks_but_never_closes(ens, prompt, group):
+    "Threshold -1: the checks at 8, 12, 16, 20 are recorded, nothing is closed by the gate, and the rollouts are unchanged."
+    g = generate_group(ens, prompt, 4, streaming=GATE, history=StreamingHistory(values=[-1.0] * 20, epoch=1), generator=_seed(0))
+    test_eq("gate" in g.closed, False)
+    test_eq(g.input_ids, group.input_ids)                          # a gate that never fires changes nothing
+    for i, rec in enumerate(g.streams):
+        test_eq(rec.stopped, False)
+        test_eq(rec.check_steps, [s for s in (8, 12, 16, 20) if s < g.n_think[i]])   # 24 is the cap: closed before a check
+        test_eq(len(rec.window_scores), len(rec.check_steps))
+        test_eq(all(s >= 0 for s in rec.window_scores), True)
+    test_eq(sum(len(r.window_scores) for r in g.streams) > 0, True)
+
+
+def test_gate_is_silent_in_warmup(ens, prompt, group):
+    g = generate_group(ens, prompt, 4, streaming=GATE, history=StreamingHistory(values=[BIG] * 20, epoch=0), generator=_seed(0))
+    test_eq([(r.stopped, r.check_steps, r.window_scores) for r in g.streams], [(False, [], [])] * 4)
+    test_eq(g.input_ids, group.input_ids)
+
+
+# --- 3-4. round robin across calls, seeded sampling ------------------------------------------------------------------
+
+def test_round_robin_continues_across_groups(ens, prompt):
+    first = generate_group(ens, prompt, 4, start=0, generator=_seed(5))
+    second = generate_group(ens, prompt, 4, start=4, generator=_seed(6))
+    test_eq((first.adapters.tolist(), second.adapters.tolist()), ([0, 1, 2, 0], [1, 2, 0, 1]))
+    test_eq(first.adapters.tolist() + second.adapters.tolist(), round_robin(0, 8, 3))
+
+
+def test_seeded_generation_is_reproducible(ens, prompt, group):
+    test_eq(generate_group(ens, prompt, 4, generator=_seed(0)).input_ids, group.input_ids)
+    other = generate_group(ens, prompt, 4, generator=_seed(1))
+    test_eq(other.input_ids.shape == group.input_ids.shape and torch.equal(other.input_ids, group.input_ids), False)
+
+
+# --- 5. bad inputs ---------------------------------------------------------------------------------------------------
+
+def test_bad_generation_inputs_fail_clearly(ens, prompt):
+    test_fail(lambda: generate_group(ens, [], 4), contains="the prompt is empty")
+    test_fail(lambda: generate_group(ens, prompt, 0), contains="n must be a positive int")
+    too_long = prompt * (TINY.context_window // len(prompt) + 1)
+    test_fail(lambda: generate_group(ens, too_long, 2), contains="does not fit the context window")
+    test_fail(lambda: generate_group(ens, prompt, 2, streaming=GATE), contains="streaming needs the gate's history")
+
+
+def test_think_end_must_be_one_token():
+    cfg = replace(TINY, think_end="</thinking>", transition="</thinking>\n")   # seven tokens in the embedded vocabulary
+    test_fail(lambda: LoRAEnsemble(*load_base_model(cfg), cfg), contains="one token")
+
+
+# --- 6. requires_grad invariant --------------------------------------------------------------------------------------
+
+def test_adapters_stay_trainable_and_base_frozen(ens, group):
+    scores = score_rollouts(ens, group)                                   # base log-probs: inside disable_adapter
+    lp = adapter_logprobs(ens, 1, group.input_ids, group.attention_mask)  # set_adapter(adapter_1) in train mode
+    test_eq(lp.requires_grad, True)
+    lora = {id(p) for k in range(ens.n_adapters) for p in adapter_parameters(ens, k)}
+    params = list(ens.model.parameters())
+    test_eq(all(p.requires_grad for p in params if id(p) in lora), True)
+    test_eq(any(p.requires_grad for p in params if id(p) not in lora), False)
+    test_eq(len(lora), sum(p.requires_grad for p in params))
+    test_eq(ens.model.training, False)                                    # back in eval mode
+    again = score_rollouts(ens, group, base=False)                        # every adapter is active again
+    test_close(again.token_logprobs, scores.token_logprobs, eps=1e-6)
+
+
+# --- 7. U_i over every position ------------------------------------------------------------------------------------
+
+def test_mi_positions_all_includes_the_prompt(ens, group):
+    everywhere = LoRAEnsemble(*load_base_model(TINY), replace(TINY, mi_positions="all"))   # same seed: same adapters
+    sc, sa = score_rollouts(ens, group, base=False), score_rollouts(everywhere, group, base=False)
+    P = group.prompt_len
+    test_close(sa.token_mi, sc.token_mi, eps=1e-7)
+    test_eq(sa.mi_mask[:, 1:P].all().item(), True)                     # prompt positions that are predicted
+    test_eq(sa.mi_mask[:, 0].any().item(), False)                      # column 0 is never predicted
+    test_eq(sc.mi_mask[:, :P].any().item(), False)
+    test_eq(sa.mi_mask, group.attention_mask & (torch.arange(group.input_ids.shape[1]) > 0))
+    test_eq((sc.mi_mask & ~sa.mi_mask).any().item(), False)            # the completion is a subset of "all"
+    test_ne(sa.uncertainty, sc.uncertainty)
