@@ -42,6 +42,7 @@ class PolicyConfig:
     think_cap: int | None = 26000       # sampled thinking tokens before a forced close (App. E "Phase-1 token cap"); None = no thinking phase
     code_budget: int = 6000             # sampled tokens of the code phase after a forced close (App. E "Phase-2 wrap budget")
     context_window: int = 32768         # prompt + generated tokens of a rollout at most (Qwen3-8B native)
+    max_new_tokens: int | None = None   # generated tokens of a rollout at most, whatever the phase; None = up to the context window
     transition: str = PAPER_TRANSITION  # text teacher-forced at a forced close; must contain think_end (mask 0)
     think_end: str = "</think>"         # the token that closes the thinking phase; one token of the vocabulary
     chunk_size: int = 256               # LM-head positions per chunk when scoring and training (App. D)
@@ -65,7 +66,7 @@ POLICY_PRESETS = dict(
     # The embedded model thinks for 18-39 tokens and writes 75-116 in all: the cap at 24 closes about half the
     # rollouts by force, and the transition is the "</think>\n" it was trained on.
     tiny=dict(model="default", dtype="float32", device="cpu", n_adapters=3, seed=0, think_cap=24, code_budget=160,
-              context_window=512, transition="</think>\n", score_batch=8, train_batch=8),
+              context_window=512, max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8),
 )
 
 # %% ../nbs/09_policy.ipynb #9f02f597
@@ -79,6 +80,7 @@ def _check_policy_config(c: PolicyConfig) -> None:
     for name in ("n_adapters", "lora_rank", "code_budget", "context_window", "chunk_size", "score_batch", "train_batch"):
         pos_int(name, getattr(c, name))
     pos_int("think_cap", c.think_cap, allow_none=True)
+    pos_int("max_new_tokens", c.max_new_tokens, allow_none=True)
     if c.dtype not in _DTYPES: raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {c.dtype!r}")
     if not c.lora_alpha > 0: raise ValueError(f"lora_alpha must be > 0, got {c.lora_alpha}")
     if not 0 <= c.lora_dropout < 1: raise ValueError(f"lora_dropout must lie in [0, 1), got {c.lora_dropout}")
@@ -315,7 +317,7 @@ class _Row:
     phase: str = "think"                           # "think", "code" or "done"
     forced: list = field(default_factory=list)     # transition ids still to feed
     code_left: int | None = None                   # sampled code tokens left after a forced close (None: up to the context)
-    end: str = ""                                  # how it ended: "eos", "code_budget" or "context"
+    end: str = ""                                  # how it ended: "eos", "code_budget", "max_new_tokens" or "context"
     closed: str = ""                               # how thinking closed: "model" (it wrote think_end), "cap", "gate"; "" = never
     record: StreamRecord = field(default_factory=StreamRecord)
 
@@ -334,7 +336,7 @@ class Rollouts:
     adapters: Tensor            # (G,) int64: the adapter that generated each rollout
     prompt_len: int             # P, tokens of the prompt
     texts: list[str]            # (G,) the generated text, special tokens removed (thinking tags kept)
-    ends: list[str]             # (G,) how each ended: "eos", "code_budget" (after a forced close) or "context"
+    ends: list[str]             # (G,) how each ended: "eos", "code_budget" (after a forced close), "max_new_tokens" or "context"
     closed: list[str]           # (G,) how thinking closed: "model" (wrote think_end), "cap" (forced at think_cap), "gate" (streaming), "" (never)
     streams: list[StreamRecord] # (G,) streaming gate records
     n_think: Tensor             # (G,) int64: sampled thinking tokens
@@ -428,6 +430,8 @@ def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
     elif kind == "t" and r.n_think >= cfg.think_cap: _close(ens, r, "cap")          # the hard thinking cap
     if r.phase != "done" and r.code_left is not None and r.code_left <= 0 and not r.forced: r.phase, r.end = "done", "code_budget"
     if r.phase != "done" and len(r.prompt) + len(r.tokens) >= cfg.context_window: r.phase, r.end = "done", "context"
+    if r.phase != "done" and cfg.max_new_tokens is not None and len(r.tokens) >= cfg.max_new_tokens and not r.forced:
+        r.phase, r.end = "done", "max_new_tokens"
     return tok
 
 # %% ../nbs/09_policy.ipynb #445e2ec0
