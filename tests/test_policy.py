@@ -113,6 +113,9 @@ def test_gate_closes_every_thinking_row_at_min_tokens(ens, prompt, group):
         test_eq(g.n_think[i].item(), 8)
         test_eq(rec.tokens_after_stop, g.n_generated[i].item() - 8)
         test_eq(g.input_ids[i, P + 8:P + 8 + n_tr].tolist(), ens.transition_ids)
+        n_code = rec.tokens_after_stop - n_tr
+        test_eq(1 <= n_code <= TINY.code_budget, True)
+        test_eq(g.completion_mask[i, :P + 8 + n_tr + n_code], truncated_rollout_mask(P, 8, n_tr, n_code))
         test_eq(g.input_ids[i, :P + 8], group.input_ids[i, :P + 8])   # same draws as without the gate up to the check
         # the recorded score is window_scores on the same prefix: the paper's window with context...
         prefix, think = g.input_ids[i, :P + 8], g.think_mask[i, :P + 8]
