@@ -6,11 +6,11 @@
 from __future__ import annotations
 import math, warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .uncertainty import chunked_token_logprobs, ensemble_token_scores, top_frac_mean
+from .uncertainty import EnsembleTokenScores, chunked_token_logprobs, ensemble_token_scores, top_frac_mean
 from .regularizer import stack_adapters
 from .default_model import load_default_model
 from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_check, is_check_step, window_mi
@@ -280,12 +280,22 @@ def sequence_scores(
         for s in range(0, len(sequences), ens.cfg.score_batch):
             ids, am = _right_pad(sequences[s:s + ens.cfg.score_batch], ens.pad_id, ens.device)
             hidden = member_hidden(ens, ids, am)                                 # (K, b, L, D)
-            for j, seq in enumerate(sequences[s:s + ens.cfg.score_batch]):
-                n = len(seq)
-                out.append(ensemble_token_scores(hidden[:, j, :n - 1], weight, ids[j, 1:n], ens.cfg.chunk_size, bias))
+            n = [len(seq) - 1 for seq in sequences[s:s + ens.cfg.score_batch]]   # predicted positions per sequence
+            h = torch.cat([hidden[:, j, :m] for j, m in enumerate(n)], 1)         # (K, sum n, D): positions are independent
+            tokens = torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)])        # (sum n,)
+            out += _split_scores(ensemble_token_scores(h, weight, tokens, ens.cfg.chunk_size, bias), n)
     return out
 
-# %% ../nbs/09_policy.ipynb #d6b6fc97
+# %% ../nbs/09_policy.ipynb #b40dd839
+def _split_scores(
+    sc: EnsembleTokenScores,  # scores of concatenated sequences
+    sizes: list[int],         # positions of each sequence, in order
+) -> list[EnsembleTokenScores]:
+    "Cut the scores of concatenated sequences back into one EnsembleTokenScores per sequence."
+    parts = [torch.split(getattr(sc, f.name), sizes, dim=-1) for f in fields(EnsembleTokenScores)]
+    return [EnsembleTokenScores(*p) for p in zip(*parts)]
+
+# %% ../nbs/09_policy.ipynb #d383bf8a
 def _right_pad(seqs, pad_id, device):
     "Stack 1-D id tensors into (B, L) right-padded ids and a bool attention mask."
     L = max(len(s) for s in seqs)
@@ -294,7 +304,7 @@ def _right_pad(seqs, pad_id, device):
     for j, s in enumerate(seqs): ids[j, :len(s)] = s.to(device); am[j, :len(s)] = True
     return ids, am
 
-# %% ../nbs/09_policy.ipynb #e7ad99b7
+# %% ../nbs/09_policy.ipynb #7be8ce84
 def encode_prompt(
     ens: LoRAEnsemble,
     text: str,                  # the task prompt (Task.prompt)
@@ -306,7 +316,7 @@ def encode_prompt(
     if chat: text = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
     return tok(text, add_special_tokens=False).input_ids
 
-# %% ../nbs/09_policy.ipynb #a53e1a6c
+# %% ../nbs/09_policy.ipynb #2c688d63
 @dataclass
 class _Row:
     "Decoding state of one rollout."
@@ -324,7 +334,7 @@ class _Row:
     @property
     def n_think(self) -> int: return self.kinds.count("t")
 
-# %% ../nbs/09_policy.ipynb #7be8ce84
+# %% ../nbs/09_policy.ipynb #dd454aef
 @dataclass
 class Rollouts:
     "One group of rollouts of one prompt: token ids, masks and generation-time log-probs, all (G, T) and right-padded."
@@ -345,7 +355,7 @@ class Rollouts:
     def n_generated(self) -> Tensor:  # (G,) int64: tokens after the prompt (sampled and forced)
         return self.attention_mask.sum(-1) - self.prompt_len
 
-# %% ../nbs/09_policy.ipynb #2c688d63
+# %% ../nbs/09_policy.ipynb #bc16c89b
 def generate_groups(
     ens: LoRAEnsemble,
     prompts: list[list[int]],            # one prompt (encode_prompt) per group
@@ -390,7 +400,7 @@ def generate_groups(
             logits, past = out.logits[:, -1], out.past_key_values
     return [_collate(ens, rows[j * n:(j + 1) * n], adapters[j * n:(j + 1) * n]) for j in range(len(prompts))]
 
-# %% ../nbs/09_policy.ipynb #bc16c89b
+# %% ../nbs/09_policy.ipynb #3b065790
 def generate_group(
     ens: LoRAEnsemble,
     prompt_ids: list[int],               # the prompt (encode_prompt), shared by the whole group
@@ -403,7 +413,7 @@ def generate_group(
     "Sample G rollouts of one prompt in one batched decode, adapters round robin, with the two-phase budget and the streaming gate."
     return generate_groups(ens, [prompt_ids], n, start, streaming, history, generator)[0]
 
-# %% ../nbs/09_policy.ipynb #3b065790
+# %% ../nbs/09_policy.ipynb #435cd12d
 def _sample(
     logits: Tensor,                       # (A, V) next-token logits of the active rows
     temperature: float,                   # tau > 0
@@ -414,7 +424,7 @@ def _sample(
     race = torch.empty_like(probs).exponential_(generator=generator)              # (A, V) Exp(1) clocks
     return (probs / race).argmax(-1)
 
-# %% ../nbs/09_policy.ipynb #14699b92
+# %% ../nbs/09_policy.ipynb #fc4c56b8
 def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
     "Append one token to a row (a forced one if the transition is pending, else the sampled one), update its phase; the id to feed next."
     cfg = ens.cfg
@@ -434,12 +444,12 @@ def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
         r.phase, r.end = "done", "max_new_tokens"
     return tok
 
-# %% ../nbs/09_policy.ipynb #445e2ec0
+# %% ../nbs/09_policy.ipynb #318bd3ec
 def _close(ens, r: _Row, why: str) -> None:
     "Close the thinking phase by force: queue the transition, then a code phase of code_budget sampled tokens."
     r.forced, r.phase, r.code_left, r.closed = list(ens.transition_ids), "code", ens.cfg.code_budget, why
 
-# %% ../nbs/09_policy.ipynb #318bd3ec
+# %% ../nbs/09_policy.ipynb #13720115
 def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> None:
     "Query the streaming gate for the rows still thinking that have just reached a check step; close those below the threshold."
     due = [r for r in rows if r.phase == "think" and r.kinds and r.kinds[-1] == "t" and is_check_step(r.n_think, streaming)]
@@ -450,7 +460,7 @@ def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> N
         if gate_check(r.record, r.n_think, s, history, streaming):
             _close(ens, r, "gate")
 
-# %% ../nbs/09_policy.ipynb #8f162027
+# %% ../nbs/09_policy.ipynb #a3ad805c
 def window_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],      # each (T_i,) ids: prompt + generated so far
@@ -468,7 +478,7 @@ def window_scores(
         out.append(float(window_mi(mi, m, streaming.window, streaming.frac)))
     return out
 
-# %% ../nbs/09_policy.ipynb #13720115
+# %% ../nbs/09_policy.ipynb #2e176e68
 def _collate(ens, rows, adapters) -> Rollouts:
     "Right-padded (G, T) tensors of a finished group (its rows share one prompt)."
     prompt_ids = rows[0].prompt
@@ -489,7 +499,7 @@ def _collate(ens, rows, adapters) -> Rollouts:
     return Rollouts(ids, am, cm, tm, lp, torch.tensor(adapters), P, texts, [r.end for r in rows], [r.closed for r in rows],
                     [r.record for r in rows], torch.tensor([r.n_think for r in rows]))
 
-# %% ../nbs/09_policy.ipynb #a3ad805c
+# %% ../nbs/09_policy.ipynb #6a75fdfa
 def _check_generate_args(ens, prompts, n, streaming, history) -> None:
     "Clear errors for groups that cannot be generated as asked."
     cfg = ens.cfg
@@ -506,7 +516,7 @@ def _check_generate_args(ens, prompts, n, streaming, history) -> None:
         if history is None: raise ValueError("streaming needs the gate's history (a StreamingHistory)")
         if cfg.think_cap is None: raise ValueError("the streaming gate closes a thinking phase: it needs think_cap")
 
-# %% ../nbs/09_policy.ipynb #29869182
+# %% ../nbs/09_policy.ipynb #f519e412
 @dataclass
 class RolloutScores:
     "All-adapter scores of a group: per-member log-probs of the realised tokens, token MI, U_i and base log-probs, column-aligned with input_ids."
@@ -516,7 +526,7 @@ class RolloutScores:
     uncertainty: Tensor          # (G,) U_i = top-frac mean of token_mi over mi_mask (Eq. 3)
     base_logprobs: Tensor | None # (G, T) log pi_base with the adapters disabled, or None when not asked for
 
-# %% ../nbs/09_policy.ipynb #f315b305
+# %% ../nbs/09_policy.ipynb #c458460d
 def score_rollouts(
     ens: LoRAEnsemble,
     rollouts: Rollouts,   # a generated group
@@ -538,7 +548,7 @@ def score_rollouts(
     base_lp = base_logprobs(ens, seqs, T) if base else None
     return RolloutScores(token_logprobs, token_mi, mi_mask, U, base_lp)
 
-# %% ../nbs/09_policy.ipynb #f519e412
+# %% ../nbs/09_policy.ipynb #4179aad6
 def base_logprobs(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) token ids
@@ -554,13 +564,14 @@ def base_logprobs(
                 chunk = sequences[s:s + ens.cfg.score_batch]
                 ids, am = _right_pad(chunk, ens.pad_id, ens.device)
                 hidden = last_hidden(ens, ids, am)                               # (b, L, D)
-                for j, seq in enumerate(chunk):
-                    n = len(seq)
-                    out[s + j, 1:n] = chunked_token_logprobs(hidden[j, :n - 1], weight, ids[j, 1:n], ens.cfg.chunk_size, bias)
+                n = [len(seq) - 1 for seq in chunk]
+                lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
+                                            torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
+                for j, part in enumerate(torch.split(lp, n)): out[s + j, 1:n[j] + 1] = part
     finally: ens.model.set_requires_grad(ens.names, True)   # leaving disable_adapter re-freezes every inactive adapter
     return out
 
-# %% ../nbs/09_policy.ipynb #4179aad6
+# %% ../nbs/09_policy.ipynb #067fd6a8
 def mean_token_mi(
     scores: RolloutScores,  # scores of one or more groups
 ) -> float:                 # mean MI over the masked positions (nats); 0 when none
@@ -568,7 +579,7 @@ def mean_token_mi(
     m = scores.mi_mask
     return float(scores.token_mi[m].double().sum() / max(int(m.sum()), 1))
 
-# %% ../nbs/09_policy.ipynb #bb4bc810
+# %% ../nbs/09_policy.ipynb #99c0cbe1
 def adapter_logprobs(
     ens: LoRAEnsemble,
     k: int,                  # the adapter being trained
@@ -579,13 +590,12 @@ def adapter_logprobs(
     weight, bias = _lm_head(ens)
     with _training(ens, k):
         hidden = last_hidden(ens, input_ids, attention_mask)                     # (B, T, D)
-        rows = []
-        for j, n in enumerate(attention_mask.sum(-1).tolist()):
-            lp = chunked_token_logprobs(hidden[j, :n - 1], weight, input_ids[j, 1:n], ens.cfg.chunk_size, bias)
-            rows.append(F.pad(lp, (1, input_ids.shape[1] - n)))
-    return torch.stack(rows)
+        n = [m - 1 for m in attention_mask.sum(-1).tolist()]                     # predicted positions per row
+        lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
+                                    torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
+    return torch.stack([F.pad(part, (1, input_ids.shape[1] - 1 - m)) for part, m in zip(torch.split(lp, n), n)])
 
-# %% ../nbs/09_policy.ipynb #077800c3
+# %% ../nbs/09_policy.ipynb #b4c6aacc
 @contextmanager
 def _training(ens: LoRAEnsemble, k: int):
     "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); eval after."
