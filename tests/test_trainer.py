@@ -1,0 +1,165 @@
+"""The trainer end to end on the embedded model: a run killed with SIGKILL in the middle of an epoch and resumed equals an
+uninterrupted one; Prop. 3 over the whole loop (identical adapters, no NNM: UG-TTT is the baseline, weight for weight);
+every method on every task writes a complete, parseable run directory; the `ugttt` console script trains, reports and
+refuses bad input with one line and exit code 2."""
+import json, os, signal, subprocess, sys, time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from fastcore.test import test_eq
+from safetensors.torch import load_file
+
+from ugttt.config import config_from_dict, make_config
+from ugttt.sandbox import Sandbox
+from ugttt.trainer import read_jsonl, train
+
+UGTTT = str(Path(sys.executable).parent / "ugttt")        # the console script of this environment
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+SMALL = dict(groups_per_epoch=2, group_size=4)             # the tiny preset cut down so that an epoch takes a few seconds
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    "One sandbox shared by the in-process runs (train's own sandbox is exercised by the subprocess runs)."
+    with Sandbox(workers=2, budget_s=5.0) as sb: yield sb
+
+
+def adapters(run: Path, epoch: int, k: int) -> dict:
+    "Adapter k's tensors as saved in the run's checkpoint of `epoch` (peft's safetensors file)."
+    return load_file(run / "checkpoints" / f"epoch_{epoch:04d}" / "adapters" / f"adapter_{k}" / "adapter_model.safetensors")
+
+
+def same_tensors(a: dict, b: dict) -> bool:
+    "Same names and every tensor bit-identical."
+    return a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+
+
+def rewards(run: Path) -> list[float]:
+    "reward_exec of every rollout in the order the run logged them."
+    return [t["reward_exec"] for t in read_jsonl(run / "trajectories.jsonl")[0]]
+
+
+def check_logs(run: Path, epochs: int, groups: int, G: int) -> None:
+    "Both logs parse with no partial line, and hold each (epoch, group, rollout) and each epoch record exactly once."
+    trajs, partial = read_jsonl(run / "trajectories.jsonl")
+    test_eq(partial, 0)
+    metrics, partial = read_jsonl(run / "metrics.jsonl")
+    test_eq(partial, 0)
+    every = sorted((e, j, i) for e in range(epochs) for j in range(groups) for i in range(G))
+    test_eq(sorted((t["epoch"], t["group_idx"], t["rollout_idx"]) for t in trajs), every)
+    test_eq(sorted((m["rollout/epoch"], m["rollout/group_idx"], m["rollout/idx"]) for m in metrics if "rollout/idx" in m), every)
+    test_eq(sorted((m["rollout_group/epoch"], m["rollout_group/group_idx"]) for m in metrics if "rollout_group/group_idx" in m),
+            sorted((e, j) for e in range(epochs) for j in range(groups)))
+    test_eq([m["progress/epoch"] for m in metrics if "progress/epoch" in m], list(range(epochs)))
+
+
+# ---- 1. SIGKILL in the middle of an epoch, then --resume ------------------------------------------------------------
+
+def test_sigkill_resume_equals_uninterrupted_run(tmp_path):
+    flags = ["train", "--task", "cp26", "--method", "ugttt", "--preset", "tiny", "--epochs", "3", "--groups_per_epoch", "1",
+             "--group_size", "4", "--policy.n_adapters", "3", "--quiet", "--out", str(tmp_path / "killed")]
+    cfg = make_config("cp26", "ugttt", "tiny", epochs=3, groups_per_epoch=1, group_size=4, **{"policy.n_adapters": 3})
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([UGTTT, *flags], env=ENV, start_new_session=True,   # its own process group: kill it whole
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # kill it as soon as epoch 1's trajectories are written: between its logs and its checkpoint, or early in epoch 2
+    deadline = time.monotonic() + 300
+    while b'{"epoch": 1,' not in ((killed / "trajectories.jsonl").read_bytes() if (killed / "trajectories.jsonl").exists() else b""):
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-2000:]}"
+        assert time.monotonic() < deadline, "epoch 1 never logged"
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(); proc.stderr.close()
+    test_eq(proc.returncode, -signal.SIGKILL)
+    at_kill = json.loads((killed / "checkpoints" / "latest.json").read_text())["epoch"]
+    test_eq(at_kill in (0, 1), True)                              # the run was interrupted before its last epoch
+    test_eq((killed / "checkpoints" / "epoch_0002").exists(), False)
+
+    resumed = subprocess.run([UGTTT, *flags, "--resume"], env=ENV, capture_output=True, text=True)
+    test_eq((resumed.returncode, resumed.stderr), (0, ""))
+    train(cfg, tmp_path / "whole", progress=False)                # the same config, never interrupted
+
+    test_eq(config_from_dict(json.loads((killed / "config.json").read_text())), cfg)
+    test_eq(rewards(killed), rewards(tmp_path / "whole"))
+    for k in range(3): test_eq(same_tensors(adapters(killed, 2, k), adapters(tmp_path / "whole", 2, k)), True)
+    check_logs(killed, epochs=3, groups=1, G=4)
+    kept = [m["rollout_group/kept"] for m in read_jsonl(killed / "metrics.jsonl")[0] if "rollout_group/kept" in m]
+    test_eq(sum(kept[:2]) > 0, True)                              # the adapters did learn before the last epoch
+    test_eq(sorted(p.name for p in (killed / "puct").iterdir()), [f"step_{e:06d}.json" for e in range(3)])
+    test_eq(sorted(p.name for p in (killed / "checkpoints").iterdir()), ["epoch_0000", "epoch_0001", "epoch_0002", "latest.json"])
+
+
+# ---- 2. Prop. 3 over the whole loop -----------------------------------------------------------------------------------
+
+def test_prop3_identical_adapters_are_the_baseline(tmp_path, sandbox):
+    # K identical adapters without NNM: every adapter samples, scores and is updated like the others (MI = 0, so U = 0
+    # and the shaped advantage is the baseline's LOO advantage), and each follows the baseline's single adapter.
+    # The UG-TTT objective divides by K (Eq. 8), so its gradients are the baseline's / K. AdamW's step m/(sqrt(v) + eps)
+    # is scale-invariant only if eps scales too: with the same eps = 1e-8 the two runs differ by up to 4e-4 after two
+    # steps at lr 1e-3 (entries whose gradient is about eps). With K = 4, a power of two, dividing by K is exact in
+    # floating point, so giving the baseline eps·K makes every step of the two runs the same computation: bit-equal.
+    K, common = 4, dict(epochs=2, seed=0, **SMALL)
+    ug = make_config("cp26", "ugttt", "tiny", **{"policy.identical_init": True, "policy.n_adapters": K, "update.nnm_coef": 0.0,
+                                                  "policy.lora_dropout": 0.0}, **common)
+    base = make_config("cp26", "baseline", "tiny", **{"policy.lora_dropout": 0.0, "update.adam_eps": ug.update.adam_eps * K},
+                       **common)
+    train(ug, tmp_path / "ugttt", progress=False, sandbox=sandbox)
+    train(base, tmp_path / "baseline", progress=False, sandbox=sandbox)
+    test_eq(rewards(tmp_path / "ugttt"), rewards(tmp_path / "baseline"))
+    texts = lambda run: [t["generated_text"] for t in read_jsonl(run / "trajectories.jsonl")[0]]
+    test_eq(texts(tmp_path / "ugttt"), texts(tmp_path / "baseline"))
+    mi = [m["rollout/uncertainty_true_mi"] for m in read_jsonl(tmp_path / "ugttt" / "metrics.jsonl")[0] if "rollout/idx" in m]
+    test_eq(set(mi), {0.0})
+    kept = [m["rollout_group/kept"] for m in read_jsonl(tmp_path / "baseline" / "metrics.jsonl")[0] if "rollout_group/kept" in m]
+    test_eq(sum(kept) > 0, True)                                  # the adapters were updated: the equality says something
+    baseline = adapters(tmp_path / "baseline", 1, 0)
+    for k in range(K): test_eq(same_tensors(adapters(tmp_path / "ugttt", 1, k), baseline), True)
+
+
+# ---- 3. every method on every task ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", ["ugttt", "baseline", "no_nnm"])
+@pytest.mark.parametrize("task", ["ac1", "ac2", "cp26", "erdos"])
+def test_two_epochs_write_a_complete_run(task, method, tmp_path, sandbox):
+    over = {} if method == "baseline" else {"policy.n_adapters": 2}
+    cfg = make_config(task, method, "tiny", epochs=2, groups_per_epoch=1, group_size=2, **over)
+    run = tmp_path / "run"
+    records = train(cfg, run, progress=False, sandbox=sandbox)
+    test_eq([r["progress/epoch"] for r in records], [0, 1])
+    test_eq(config_from_dict(json.loads((run / "config.json").read_text())), cfg)
+    check_logs(run, epochs=2, groups=1, G=2)
+    test_eq(sorted(p.name for p in (run / "puct").iterdir()), ["step_000000.json", "step_000001.json"])
+    for f in ("puct/step_000000.json", "puct/step_000001.json", "checkpoints/epoch_0001/sampler.json",
+              "checkpoints/epoch_0001/streaming.json"):
+        json.loads((run / f).read_text())
+    test_eq(json.loads((run / "checkpoints" / "latest.json").read_text()), dict(epoch=1, path="epoch_0001"))
+    ck = run / "checkpoints" / "epoch_0001"
+    test_eq(sorted(p.name for p in (ck / "adapters").iterdir() if p.is_dir()), [f"adapter_{k}" for k in range(cfg.n_adapters)])
+    test_eq((ck / "trainer_state.pt").is_file(), True)
+    for k in range(cfg.n_adapters): test_eq(len(adapters(run, 1, k)) > 0, True)
+
+
+# ---- 4. the console script ----------------------------------------------------------------------------------------------
+
+def test_cli_train_report_and_bad_value(tmp_path):
+    run = tmp_path / "run"
+    out = subprocess.run([UGTTT, "train", "--task", "cp26", "--method", "baseline", "--preset", "tiny", "--epochs", "1",
+                          "--groups_per_epoch", "1", "--group_size", "2", "--out", str(run), "--quiet"],
+                         env=ENV, capture_output=True, text=True)
+    test_eq((out.returncode, out.stderr), (0, ""))
+    r_max = [m for m in read_jsonl(run / "metrics.jsonl")[0] if "progress/epoch" in m][-1]["train/reward/exec/best"]
+    rep = subprocess.run([UGTTT, "report", str(run)], env=ENV, capture_output=True, text=True)
+    test_eq(rep.returncode, 0)
+    header, row = rep.stdout.splitlines()
+    test_eq(header.split()[:5], ["run", "task", "method", "epochs", "R_max"])
+    test_eq(row.split()[:5], [str(run), "cp26", "baseline", "1", f"{r_max:.4f}"])
+
+    for bad, words in ((["--group_size", "1"], "group_size must be an int >= 2"),
+                       (["--update.lr", "fast"], "--update.lr: cannot read 'fast' as float")):
+        out = subprocess.run([UGTTT, "train", "--out", str(tmp_path / "bad"), *bad], env=ENV, capture_output=True, text=True)
+        test_eq(out.returncode, 2)
+        test_eq(out.stderr.count("\n"), 1)
+        test_eq((words in out.stderr, "Traceback" in out.stderr), (True, False))
+        test_eq((tmp_path / "bad").exists(), False)               # refused before anything was written
