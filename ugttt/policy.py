@@ -66,7 +66,8 @@ POLICY_PRESETS = dict(
     # The embedded model thinks for 18-39 tokens and writes 75-116 in all: the cap at 24 closes about half the
     # rollouts by force, and the transition is the "</think>\n" it was trained on.
     tiny=dict(model="default", dtype="float32", device="cpu", n_adapters=3, seed=0, think_cap=24, code_budget=160,
-              context_window=512, max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8),
+              context_window=512, max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8,
+              scoring="loop"),
 )
 
 # %% ../nbs/09_policy.ipynb #9f02f597
