@@ -1,0 +1,86 @@
+"""Seconds per training epoch of the `tiny` preset (ugttt.trainer.train on the embedded model, CPU).
+
+The config is `make_config("cp26", method, "tiny")`: 8 groups x 8 rollouts per epoch, K = 5 adapters for `ugttt`
+(with the streaming gate, as on CP26), K = 1 for `baseline` (TTT-Discover). Each method trains for 2 epochs in a fresh
+temporary run directory, with its own sandbox (cfg.sandbox_workers workers), as `ugttt train` would. Per epoch the table
+gives the trainer's own time split, read from the epoch records' `time/*` keys:
+  generate = time/rollout (PUCT parents, prompts, batched decoding), verify = time/verify (sandbox + scoring of the
+  programs), score = time/score (all-adapter scoring: token MI, U_i, base log-probs), update = time/train (advantages,
+  sequential per-adapter backward, NNM, AdamW), epoch = time/total (all of run_epoch, logs included);
+ckpt = the epoch's checkpoint (save_checkpoint, timed by wrapping it); setup (model load, sandbox start) is printed
+per method. The per-epoch figure compared with the target is epoch + ckpt.
+Epoch 1 includes warm-up (first decode, allocator, sandbox workers' first programs): read epoch 2 as the steady state.
+The target is at most 20 s per epoch (epoch 2) on a 2-core CPU. The machine may be shared: the load average is printed
+before and after, and torch threads competing with another process's threads slow small ops down many times over.
+
+Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt baseline] [--task cp26]
+"""
+import argparse, os, sys, tempfile, time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+
+TARGET_S = 20.0      # seconds per epoch of the tiny preset on this 2-core machine
+SPLIT = [("generate", "time/rollout"), ("verify", "time/verify"), ("score", "time/score"), ("update", "time/train"),
+         ("epoch", "time/total")]
+
+
+def run(task: str, method: str, epochs: int) -> tuple[list[dict], list[float], float]:
+    "Train the tiny preset for `epochs` epochs in a temporary directory: epoch records, checkpoint seconds, whole call's seconds."
+    import ugttt.trainer as trainer
+    from ugttt.config import make_config
+    cfg = make_config(task, method, "tiny", epochs=epochs)
+    save, ckpt = trainer.save_checkpoint, []
+
+    def timed_save(*args, **kw):
+        t = time.perf_counter(); out = save(*args, **kw); ckpt.append(time.perf_counter() - t); return out
+
+    trainer.save_checkpoint = timed_save          # train() looks the name up in its module at each epoch
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            records = trainer.train(cfg, Path(tmp) / "run", progress=False)
+            return records, ckpt, time.perf_counter() - t
+    finally: trainer.save_checkpoint = save
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--quick", action="store_true", help="1 epoch per method instead of 2")
+    p.add_argument("--methods", nargs="+", default=["ugttt", "baseline"], help="methods to time (default ugttt baseline)")
+    p.add_argument("--task", default="cp26", help="task (default cp26)")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    from ugttt.config import make_config
+    epochs = 1 if a.quick else 2
+    shape = make_config(a.task, "ugttt", "tiny")
+    print(f"trainer epoch, tiny preset on {a.task}: {shape.groups_per_epoch} groups x {shape.group_size} rollouts, "
+          f"K = {shape.n_adapters} (ugttt) / 1 (baseline); torch threads {torch.get_num_threads()}, "
+          f"sandbox workers {shape.sandbox_workers}, {epochs} epoch(s) per method")
+    print("load average before: %.2f %.2f %.2f" % os.getloadavg())
+    head = ["method", "epoch"] + [n for n, _ in SPLIT] + ["ckpt", "R_max", "correct", "H bits"]
+    rows, steady, setup = [], {}, {}
+    for method in a.methods:
+        records, ckpt, wall = run(a.task, method, epochs)
+        setup[method] = wall - sum(r["time/total"] for r in records) - sum(ckpt)
+        for r, c in zip(records, ckpt):
+            rows.append([method, str(r["progress/epoch"] + 1)] + [f"{r[k]:.2f}" for _, k in SPLIT] +
+                        [f"{c:.2f}", f"{r['train/reward/exec/best']:.4f}", f"{r['train/correctness/rate']:.0%}",
+                         f"{r['families/entropy_bits']:.2f}"])
+        steady[method] = records[-1]["time/total"] + ckpt[-1]
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    for row in [head] + rows: print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+    print("(seconds) setup, model load and sandbox start: " + ", ".join(f"{m} {s:.1f} s" for m, s in setup.items()))
+    print("load average after:  %.2f %.2f %.2f" % os.getloadavg())
+    which = "epoch 2" if epochs == 2 else "epoch 1, with warm-up"
+    for method, s in steady.items():
+        print(f"target <= {TARGET_S:.0f} s per epoch ({which}, epoch + ckpt), {method}: {s:.1f} s, "
+              f"{'holds' if s <= TARGET_S else 'does NOT hold'}")
+
+
+if __name__ == "__main__":
+    main()
