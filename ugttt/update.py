@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
 from .loss import adapter_loss_term, clipped_surrogate, kept_rollouts, kl_token_advantages, nnm_term, token_mean
@@ -14,8 +15,8 @@ from .regularizer import nnm_loss
 from .policy import LoRAEnsemble, Rollouts, RolloutScores, a_stacks, adapter_logprobs, adapter_parameters, lora_layers
 
 # %% auto #0
-__all__ = ['UpdateConfig', 'group_advantages', 'GroupUpdate', 'make_optimizers', 'group_backward', 'nnm_backward', 'update_epoch',
-           'max_principal_cosine']
+__all__ = ['UpdateConfig', 'group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward',
+           'nnm_backward', 'update_epoch', 'max_principal_cosine']
 
 # %% ../nbs/11_update.ipynb #b3047191
 @dataclass(frozen=True)
@@ -83,39 +84,67 @@ def make_optimizers(
                               eps=cfg.adam_eps) for k in range(ens.n_adapters)]
 
 # %% ../nbs/11_update.ipynb #22050a25
+def policy_backward(
+    ens: LoRAEnsemble,                   # the ensemble (gradients accumulate in its adapters)
+    groups: list[GroupUpdate],           # the epoch's scored groups
+    n_kept: int,                         # N, kept rollouts over all the epoch's groups
+    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, kl_coef, kl_group_centred
+) -> dict:                               # loss: (K,) floats, sum_i L_ik / (K·N) per adapter; max_ratio_dev: max |rho - 1|
+    "Accumulate the policy-gradient gradients of the kept rollouts, adapter after adapter, in batches of similar length."
+    K, dev = ens.n_adapters, ens.device
+    rows = [(j, i) for j, g in enumerate(groups) for i in g.keep.nonzero().flatten().tolist()]
+    if not rows: return dict(loss=[0.0] * K, max_ratio_dev=0.0)         # only constant groups: no policy-gradient term
+    length = {(j, i): int(groups[j].rollouts.attention_mask[i].sum()) for j, i in rows}
+    rows.sort(key=lambda ji: (length[ji], ji))
+    batches = [rows[s:s + ens.cfg.train_batch] for s in range(0, len(rows), ens.cfg.train_batch)]
+    used = sorted({j for j, _ in rows})
+    r = {j: [x.to(dev) for x in (groups[j].rollouts.input_ids, groups[j].rollouts.attention_mask,
+                                 groups[j].rollouts.completion_mask, groups[j].rollouts.gen_logprobs)] for j in used}
+    losses, dev_max = [], 0.0
+    for k in range(K):
+        adv_tok, old = {}, {}
+        for j in used:
+            _, _, mask, lp_gen = r[j]
+            lp_own = groups[j].scores.token_logprobs[k].to(dev)                            # (G, T) pi_k,old
+            adv_tok[j] = kl_token_advantages(groups[j].advantages.to(dev), mask, lp_gen if cfg.kl_group_centred else lp_own,
+                                             groups[j].scores.base_logprobs, kl_coef=cfg.kl_coef,
+                                             group_centred=cfg.kl_group_centred)           # (G, T)
+            old[j] = lp_own if cfg.ratio_to == "own" else lp_gen
+        total = 0.0
+        for batch in batches:
+            L = max(length[ji] for ji in batch)
+            take = lambda x, fill=0: torch.stack([_row(x(j)[i], L, fill) for j, i in batch])   # (b, L)
+            ids, am, m = take(lambda j: r[j][0]), take(lambda j: r[j][1]), take(lambda j: r[j][2])
+            lp = adapter_logprobs(ens, k, ids, am)                                          # (b, L), grad into adapter k
+            lp_old = take(lambda j: old[j])
+            per = -token_mean(clipped_surrogate(lp, lp_old, take(lambda j: adv_tok[j]), m, cfg.clip_eps), m)   # (b,) L_ik
+            term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
+            term.backward()                                                                 # frees this graph
+            total += float(term.detach())
+            if m.any(): dev_max = max(dev_max, float((lp.detach() - lp_old)[m].exp().sub(1).abs().max()))
+        losses.append(total)
+    return dict(loss=losses, max_ratio_dev=dev_max)
+
+# %% ../nbs/11_update.ipynb #fb922a50
+def _row(
+    x: Tensor,   # (T_j,) one row of a group's (G, T_j) tensor
+    L: int,      # the batch's width
+    fill=0,      # value beyond the row's group width
+) -> Tensor:     # (L,)
+    "A row cut or padded to L columns."
+    return x[:L] if x.shape[0] >= L else F.pad(x, (0, L - x.shape[0]), value=fill)
+
+# %% ../nbs/11_update.ipynb #46e8c6a5
 def group_backward(
     ens: LoRAEnsemble,                   # the ensemble (gradients accumulate in its adapters)
     g: GroupUpdate,                      # one scored group
     n_kept: int,                         # N, kept rollouts over all the epoch's groups
     cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, kl_coef, kl_group_centred
-) -> dict:                               # loss: (K,) floats, sum_i L_ik / (K·N) per adapter; max_ratio_dev: max |rho - 1|
-    "Accumulate one group's policy-gradient gradients, adapter after adapter, each graph released by its own backward."
-    K, dev = ens.n_adapters, ens.device
-    kept = g.keep.nonzero().flatten().tolist()
-    if not kept: return dict(loss=[0.0] * K, max_ratio_dev=0.0)        # a constant group: no policy-gradient term
-    r = g.rollouts
-    ids, am, mask, lp_gen = (x.to(dev) for x in (r.input_ids, r.attention_mask, r.completion_mask, r.gen_logprobs))
-    adv, losses, dev_max = g.advantages.to(dev), [], 0.0
-    for k in range(K):
-        lp_own = g.scores.token_logprobs[k].to(dev)                                        # (G, T) pi_k,old
-        adv_tok = kl_token_advantages(adv, mask, lp_gen if cfg.kl_group_centred else lp_own, g.scores.base_logprobs,
-                                      kl_coef=cfg.kl_coef, group_centred=cfg.kl_group_centred)   # (G, T)
-        old = lp_own if cfg.ratio_to == "own" else lp_gen
-        total = 0.0
-        for s in range(0, len(kept), ens.cfg.train_batch):
-            sub = kept[s:s + ens.cfg.train_batch]
-            L = int(am[sub].sum(-1).max())
-            m = mask[sub, :L]
-            lp = adapter_logprobs(ens, k, ids[sub, :L], am[sub, :L])                      # (b, L), grad into adapter k
-            per = -token_mean(clipped_surrogate(lp, old[sub, :L], adv_tok[sub, :L], m, cfg.clip_eps), m)   # (b,) L_ik
-            term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
-            term.backward()                                                                 # frees this graph
-            total += float(term.detach())
-            if m.any(): dev_max = max(dev_max, float((lp.detach() - old[sub, :L])[m].exp().sub(1).abs().max()))
-        losses.append(total)
-    return dict(loss=losses, max_ratio_dev=dev_max)
+) -> dict:                               # loss: (K,) floats; max_ratio_dev
+    "Accumulate one group's policy-gradient gradients (policy_backward of that group)."
+    return policy_backward(ens, [g], n_kept, cfg)
 
-# %% ../nbs/11_update.ipynb #46ce89f9
+# %% ../nbs/11_update.ipynb #b57a4afc
 def nnm_backward(
     ens: LoRAEnsemble,                   # the ensemble
     n_kept: int,                         # N of the epoch
@@ -128,7 +157,7 @@ def nnm_backward(
     nnm_term(value, cfg.nnm_coef, n_kept, cfg.nnm_per_rollout).backward()
     return float(value.detach())
 
-# %% ../nbs/11_update.ipynb #da34ca85
+# %% ../nbs/11_update.ipynb #95ccd0ef
 def update_epoch(
     ens: LoRAEnsemble,                   # the ensemble to train
     groups: list[GroupUpdate],           # the epoch's scored groups
@@ -138,22 +167,20 @@ def update_epoch(
     "One epoch's update: per-group sequential per-adapter backward, the NNM backward, then one AdamW step per adapter."
     if len(optimizers) != ens.n_adapters: raise ValueError(f"need one optimiser per adapter ({ens.n_adapters}), got {len(optimizers)}")
     n_kept = sum(int(g.keep.sum()) for g in groups)
-    pg, dev_max = [0.0] * ens.n_adapters, 0.0
-    for g in groups:
-        out = group_backward(ens, g, n_kept, cfg)
-        pg = [a + b for a, b in zip(pg, out["loss"])]; dev_max = max(dev_max, out["max_ratio_dev"])
+    out = policy_backward(ens, groups, n_kept, cfg)
+    pg, dev_max = out["loss"], out["max_ratio_dev"]
     nnm = nnm_backward(ens, n_kept, cfg)
     grad_norm = [_grad_norm(adapter_parameters(ens, k)) for k in range(ens.n_adapters)]
     for opt in optimizers: opt.step(); opt.zero_grad(set_to_none=True)
     return dict(n_kept=n_kept, pg_loss=pg, nnm_loss=nnm, grad_norm=grad_norm, max_ratio_dev=dev_max)
 
-# %% ../nbs/11_update.ipynb #b57a4afc
+# %% ../nbs/11_update.ipynb #769585ef
 def _grad_norm(params) -> float:
     "L2 norm of the accumulated gradients of a set of tensors (0 when none has a gradient)."
     sq = [p.grad.detach().double().pow(2).sum() for p in params if p.grad is not None]
     return float(torch.stack(sq).sum().sqrt()) if sq else 0.0
 
-# %% ../nbs/11_update.ipynb #95ccd0ef
+# %% ../nbs/11_update.ipynb #e195d62a
 def max_principal_cosine(
     ens: LoRAEnsemble,  # an ensemble with K >= 2
 ) -> float:             # mean over adapted layers of the largest principal cosine between any two members' A row spaces
