@@ -53,12 +53,16 @@ table1: install
 	else echo "reproduce/table1.ipynb does not exist yet (it comes with the trainer); nothing to run"; exit 2; fi
 
 # speed and memory figures (printed, not asserted): MI kernel memory and in-place buffers, sandbox throughput,
-# embedded model quality
+# embedded model quality, ensemble scoring and generation, update memory, seconds per training epoch
 bench: install
 	$(BIN)/python bench/mi_memory.py
 	$(BIN)/python bench/inplace_buffers.py
 	$(BIN)/python bench/sandbox_throughput.py
 	$(BIN)/python bench/default_model_quality.py
+	$(BIN)/python bench/policy_scoring.py
+	$(BIN)/python bench/policy_generation.py
+	$(BIN)/python bench/update_memory.py
+	$(BIN)/python bench/trainer_epoch.py
 
 clean:
 	rm -rf _proc .pytest_cache reproduce/out
