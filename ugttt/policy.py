@@ -238,40 +238,66 @@ def last_hidden(
     input_ids: Tensor,       # (B, T)
     attention_mask: Tensor,  # (B, T)
     adapter_names: list[str] | None = None,  # (B,) one adapter per row; None = the active adapter (training) or none (inside disable_adapter)
+    prefix_len: int = 0,     # the rows share their first prefix_len tokens (one group's prompt): run once, its KV cache repeated
 ) -> Tensor:                 # (B, T, D) final hidden states (after the last norm): hidden[:, t] predicts token t + 1
     "Final hidden states of a forward pass, without the (B, T, V) logits: the LM head is applied later, chunk by chunk."
     box = {}
     decoder = ens.model.get_base_model().get_decoder()
     handle = decoder.register_forward_hook(lambda mod, args, out: box.__setitem__("h", out[0]))
-    kw = {} if adapter_names is None else dict(adapter_names=adapter_names)
-    try: ens.model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1, use_cache=False, **kw)
+    B, P = input_ids.shape[0], prefix_len
+    one_adapter = adapter_names is None or len(set(adapter_names)) == 1
+    try:
+        if P <= 0 or B == 1 or P >= input_ids.shape[1] or not one_adapter:
+            kw = {} if adapter_names is None else dict(adapter_names=adapter_names)
+            ens.model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1, use_cache=False, **kw)
+            return box["h"]
+        _check_prefix(input_ids, attention_mask, P)
+        kw = lambda n: {} if adapter_names is None else dict(adapter_names=adapter_names[:n])
+        out = ens.model(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], logits_to_keep=1,
+                        use_cache=True, **kw(1))
+        h_prefix, past = box["h"], out.past_key_values                                 # (1, P, D)
+        past.batch_repeat_interleave(B)                                                 # the prefix's keys and values, B times
+        ens.model(input_ids=input_ids[:, P:], attention_mask=attention_mask, past_key_values=past, logits_to_keep=1,
+                  use_cache=True, **kw(B))
+        return torch.cat([h_prefix.expand(B, -1, -1), box["h"]], 1)                    # (B, T, D)
     finally: handle.remove()
-    return box["h"]
 
-# %% ../nbs/09_policy.ipynb #9fe91349
+# %% ../nbs/09_policy.ipynb #c66daf04
+def _check_prefix(
+    input_ids: Tensor,       # (B, T)
+    attention_mask: Tensor,  # (B, T)
+    P: int,                  # the claimed shared prefix length
+) -> None:
+    "Raise unless every row has the same first P tokens, none of them padding."
+    if not (bool(attention_mask[:, :P].all()) and torch.equal(input_ids[:, :P], input_ids[:1, :P].expand(input_ids.shape[0], -1))):
+        raise ValueError(f"prefix_len={P}: the rows do not share their first {P} tokens (or some are padding)")
+
+# %% ../nbs/09_policy.ipynb #376189da
 def member_hidden(
     ens: LoRAEnsemble,
     input_ids: Tensor,       # (B, T)
     attention_mask: Tensor,  # (B, T)
+    prefix_len: int = 0,     # the rows share their first prefix_len tokens ("loop" runs them once per adapter)
 ) -> Tensor:                 # (K, B, T, D) final hidden states of every sequence under every adapter
     "Hidden states of B sequences under all K adapters: one mixed-adapter forward of K·B rows, or K forwards (cfg.scoring)."
     K, B = ens.n_adapters, input_ids.shape[0]
     if ens.cfg.scoring == "loop":
-        return torch.stack([last_hidden(ens, input_ids, attention_mask, [n] * B) for n in ens.names])
+        return torch.stack([last_hidden(ens, input_ids, attention_mask, [n] * B, prefix_len) for n in ens.names])
     names = [n for n in ens.names for _ in range(B)]                            # adapter-major rows
     h = last_hidden(ens, input_ids.repeat(K, 1), attention_mask.repeat(K, 1), names)   # (K·B, T, D)
     return h.view(K, B, *h.shape[1:])
 
-# %% ../nbs/09_policy.ipynb #a283f47a
+# %% ../nbs/09_policy.ipynb #a6be915e
 def _lm_head(ens: LoRAEnsemble):
     "The LM head's weight (V, D) and bias (V,) or None."
     head = ens.model.get_base_model().get_output_embeddings()
     return head.weight, getattr(head, "bias", None)
 
-# %% ../nbs/09_policy.ipynb #a6be915e
+# %% ../nbs/09_policy.ipynb #b40dd839
 def sequence_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) int64 token ids (prompt + generated)
+    prefix_len: int = 0,      # every sequence starts with the same prefix_len tokens (a group's prompt)
 ) -> list:                    # per sequence, EnsembleTokenScores over its T_i - 1 predicted positions
     "All-adapter scores of whole sequences (no grad, dropout off): K realised-token log-probs and MI per predicted position."
     weight, bias = _lm_head(ens)
@@ -280,14 +306,14 @@ def sequence_scores(
     with torch.no_grad():
         for s in range(0, len(sequences), ens.cfg.score_batch):
             ids, am = _right_pad(sequences[s:s + ens.cfg.score_batch], ens.pad_id, ens.device)
-            hidden = member_hidden(ens, ids, am)                                 # (K, b, L, D)
+            hidden = member_hidden(ens, ids, am, prefix_len)                     # (K, b, L, D)
             n = [len(seq) - 1 for seq in sequences[s:s + ens.cfg.score_batch]]   # predicted positions per sequence
             h = torch.cat([hidden[:, j, :m] for j, m in enumerate(n)], 1)         # (K, sum n, D): positions are independent
             tokens = torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)])        # (sum n,)
             out += _split_scores(ensemble_token_scores(h, weight, tokens, ens.cfg.chunk_size, bias), n)
     return out
 
-# %% ../nbs/09_policy.ipynb #b40dd839
+# %% ../nbs/09_policy.ipynb #940e81f1
 def _split_scores(
     sc: EnsembleTokenScores,  # scores of concatenated sequences
     sizes: list[int],         # positions of each sequence, in order
@@ -296,7 +322,7 @@ def _split_scores(
     parts = [torch.split(getattr(sc, f.name), sizes, dim=-1) for f in fields(EnsembleTokenScores)]
     return [EnsembleTokenScores(*p) for p in zip(*parts)]
 
-# %% ../nbs/09_policy.ipynb #d383bf8a
+# %% ../nbs/09_policy.ipynb #e7ad99b7
 def _right_pad(seqs, pad_id, device):
     "Stack 1-D id tensors into (B, L) right-padded ids and a bool attention mask."
     L = max(len(s) for s in seqs)
@@ -305,7 +331,7 @@ def _right_pad(seqs, pad_id, device):
     for j, s in enumerate(seqs): ids[j, :len(s)] = s.to(device); am[j, :len(s)] = True
     return ids, am
 
-# %% ../nbs/09_policy.ipynb #7be8ce84
+# %% ../nbs/09_policy.ipynb #dd454aef
 def encode_prompt(
     ens: LoRAEnsemble,
     text: str,                  # the task prompt (Task.prompt)
@@ -317,7 +343,7 @@ def encode_prompt(
     if chat: text = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
     return tok(text, add_special_tokens=False).input_ids
 
-# %% ../nbs/09_policy.ipynb #2c688d63
+# %% ../nbs/09_policy.ipynb #bc16c89b
 @dataclass
 class _Row:
     "Decoding state of one rollout."
@@ -335,7 +361,7 @@ class _Row:
     @property
     def n_think(self) -> int: return self.kinds.count("t")
 
-# %% ../nbs/09_policy.ipynb #dd454aef
+# %% ../nbs/09_policy.ipynb #83829192
 @dataclass
 class Rollouts:
     "One group of rollouts of one prompt: token ids, masks and generation-time log-probs, all (G, T) and right-padded."
@@ -356,7 +382,7 @@ class Rollouts:
     def n_generated(self) -> Tensor:  # (G,) int64: tokens after the prompt (sampled and forced)
         return self.attention_mask.sum(-1) - self.prompt_len
 
-# %% ../nbs/09_policy.ipynb #bc16c89b
+# %% ../nbs/09_policy.ipynb #3b065790
 def generate_groups(
     ens: LoRAEnsemble,
     prompts: list[list[int]],            # one prompt (encode_prompt) per group
@@ -401,7 +427,7 @@ def generate_groups(
             logits, past = out.logits[:, -1], out.past_key_values
     return [_collate(ens, rows[j * n:(j + 1) * n], adapters[j * n:(j + 1) * n]) for j in range(len(prompts))]
 
-# %% ../nbs/09_policy.ipynb #3b065790
+# %% ../nbs/09_policy.ipynb #435cd12d
 def generate_group(
     ens: LoRAEnsemble,
     prompt_ids: list[int],               # the prompt (encode_prompt), shared by the whole group
@@ -414,7 +440,7 @@ def generate_group(
     "Sample G rollouts of one prompt in one batched decode, adapters round robin, with the two-phase budget and the streaming gate."
     return generate_groups(ens, [prompt_ids], n, start, streaming, history, generator)[0]
 
-# %% ../nbs/09_policy.ipynb #435cd12d
+# %% ../nbs/09_policy.ipynb #445e2ec0
 def _sample(
     logits: Tensor,                       # (A, V) next-token logits of the active rows
     temperature: float,                   # tau > 0
@@ -425,7 +451,7 @@ def _sample(
     race = torch.empty_like(probs).exponential_(generator=generator)              # (A, V) Exp(1) clocks
     return (probs / race).argmax(-1)
 
-# %% ../nbs/09_policy.ipynb #fc4c56b8
+# %% ../nbs/09_policy.ipynb #8f162027
 def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
     "Append one token to a row (a forced one if the transition is pending, else the sampled one), update its phase; the id to feed next."
     cfg = ens.cfg
@@ -445,12 +471,12 @@ def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
         r.phase, r.end = "done", "max_new_tokens"
     return tok
 
-# %% ../nbs/09_policy.ipynb #318bd3ec
+# %% ../nbs/09_policy.ipynb #13720115
 def _close(ens, r: _Row, why: str) -> None:
     "Close the thinking phase by force: queue the transition, then a code phase of code_budget sampled tokens."
     r.forced, r.phase, r.code_left, r.closed = list(ens.transition_ids), "code", ens.cfg.code_budget, why
 
-# %% ../nbs/09_policy.ipynb #13720115
+# %% ../nbs/09_policy.ipynb #2e176e68
 def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> None:
     "Query the streaming gate for the rows still thinking that have just reached a check step; close those below the threshold."
     due = [r for r in rows if r.phase == "think" and r.kinds and r.kinds[-1] == "t" and is_check_step(r.n_think, streaming)]
@@ -461,7 +487,7 @@ def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> N
         if gate_check(r.record, r.n_think, s, history, streaming):
             _close(ens, r, "gate")
 
-# %% ../nbs/09_policy.ipynb #a3ad805c
+# %% ../nbs/09_policy.ipynb #6a75fdfa
 def window_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],      # each (T_i,) ids: prompt + generated so far
@@ -479,7 +505,7 @@ def window_scores(
         out.append(float(window_mi(mi, m, streaming.window, streaming.frac)))
     return out
 
-# %% ../nbs/09_policy.ipynb #2e176e68
+# %% ../nbs/09_policy.ipynb #63b818bd
 def _collate(ens, rows, adapters) -> Rollouts:
     "Right-padded (G, T) tensors of a finished group (its rows share one prompt)."
     prompt_ids = rows[0].prompt
@@ -500,7 +526,7 @@ def _collate(ens, rows, adapters) -> Rollouts:
     return Rollouts(ids, am, cm, tm, lp, torch.tensor(adapters), P, texts, [r.end for r in rows], [r.closed for r in rows],
                     [r.record for r in rows], torch.tensor([r.n_think for r in rows]))
 
-# %% ../nbs/09_policy.ipynb #6a75fdfa
+# %% ../nbs/09_policy.ipynb #e33ed26f
 def _check_generate_args(ens, prompts, n, streaming, history) -> None:
     "Clear errors for groups that cannot be generated as asked."
     cfg = ens.cfg
@@ -517,7 +543,7 @@ def _check_generate_args(ens, prompts, n, streaming, history) -> None:
         if history is None: raise ValueError("streaming needs the gate's history (a StreamingHistory)")
         if cfg.think_cap is None: raise ValueError("the streaming gate closes a thinking phase: it needs think_cap")
 
-# %% ../nbs/09_policy.ipynb #f519e412
+# %% ../nbs/09_policy.ipynb #4179aad6
 @dataclass
 class RolloutScores:
     "All-adapter scores of a group: per-member log-probs of the realised tokens, token MI, U_i and base log-probs, column-aligned with input_ids."
@@ -527,7 +553,7 @@ class RolloutScores:
     uncertainty: Tensor          # (G,) U_i = top-frac mean of token_mi over mi_mask (Eq. 3)
     base_logprobs: Tensor | None # (G, T) log pi_base with the adapters disabled, or None when not asked for
 
-# %% ../nbs/09_policy.ipynb #c458460d
+# %% ../nbs/09_policy.ipynb #440db0ce
 def score_rollouts(
     ens: LoRAEnsemble,
     rollouts: Rollouts,   # a generated group
@@ -540,20 +566,21 @@ def score_rollouts(
     dev = ens.device
     token_logprobs = torch.zeros(K, G, T, device=dev)      # (K, G, T)
     token_mi = torch.zeros(G, T, device=dev)               # (G, T)
-    for i, sc in enumerate(sequence_scores(ens, seqs)):
+    for i, sc in enumerate(sequence_scores(ens, seqs, rollouts.prompt_len)):
         n = lengths[i]
         token_logprobs[:, i, 1:n] = sc.token_logprobs; token_mi[i, 1:n] = sc.token_mi
     if ens.cfg.mi_positions == "completion": mi_mask = rollouts.completion_mask.to(dev)
     else: mi_mask = rollouts.attention_mask.to(dev) & (torch.arange(T, device=dev) > 0)   # every predicted position
     U = top_frac_mean(token_mi, ens.cfg.top_frac, mi_mask)   # (G,)
-    base_lp = base_logprobs(ens, seqs, T) if base else None
+    base_lp = base_logprobs(ens, seqs, T, rollouts.prompt_len) if base else None
     return RolloutScores(token_logprobs, token_mi, mi_mask, U, base_lp)
 
-# %% ../nbs/09_policy.ipynb #4179aad6
+# %% ../nbs/09_policy.ipynb #067fd6a8
 def base_logprobs(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) token ids
     T: int,                   # width of the output
+    prefix_len: int = 0,      # every sequence starts with the same prefix_len tokens
 ) -> Tensor:                  # (B, T) log pi_base(token t | tokens < t), column-aligned; 0 in column 0 and beyond T_i
     "Realised-token log-probs of the frozen base model (every adapter disabled), LM head chunk by chunk."
     weight, bias = _lm_head(ens)
@@ -564,7 +591,7 @@ def base_logprobs(
             for s in range(0, len(sequences), ens.cfg.score_batch):
                 chunk = sequences[s:s + ens.cfg.score_batch]
                 ids, am = _right_pad(chunk, ens.pad_id, ens.device)
-                hidden = last_hidden(ens, ids, am)                               # (b, L, D)
+                hidden = last_hidden(ens, ids, am, prefix_len=prefix_len)        # (b, L, D)
                 n = [len(seq) - 1 for seq in chunk]
                 lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
                                             torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
@@ -572,7 +599,7 @@ def base_logprobs(
     finally: ens.model.set_requires_grad(ens.names, True)   # leaving disable_adapter re-freezes every inactive adapter
     return out
 
-# %% ../nbs/09_policy.ipynb #067fd6a8
+# %% ../nbs/09_policy.ipynb #0a47cfdc
 def mean_token_mi(
     scores: RolloutScores,  # scores of one or more groups
 ) -> float:                 # mean MI over the masked positions (nats); 0 when none
@@ -580,23 +607,24 @@ def mean_token_mi(
     m = scores.mi_mask
     return float(scores.token_mi[m].double().sum() / max(int(m.sum()), 1))
 
-# %% ../nbs/09_policy.ipynb #99c0cbe1
+# %% ../nbs/09_policy.ipynb #32d122b2
 def adapter_logprobs(
     ens: LoRAEnsemble,
     k: int,                  # the adapter being trained
     input_ids: Tensor,       # (B, T) right-padded ids
     attention_mask: Tensor,  # (B, T) bool
+    prefix_len: int = 0,     # the rows share their first prefix_len tokens (a group's prompt): computed once
 ) -> Tensor:                 # (B, T) log pi_k(token t | tokens < t) with gradient into adapter k; 0 in column 0 and on padding
     "Training forward of adapter k alone (LoRA dropout on): differentiable realised-token log-probs, LM head chunk by chunk."
     weight, bias = _lm_head(ens)
     with _training(ens, k):
-        hidden = last_hidden(ens, input_ids, attention_mask)                     # (B, T, D)
+        hidden = last_hidden(ens, input_ids, attention_mask, prefix_len=prefix_len)   # (B, T, D)
         n = [m - 1 for m in attention_mask.sum(-1).tolist()]                     # predicted positions per row
         lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
                                     torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
     return torch.stack([F.pad(part, (1, input_ids.shape[1] - 1 - m)) for part, m in zip(torch.split(lp, n), n)])
 
-# %% ../nbs/09_policy.ipynb #b4c6aacc
+# %% ../nbs/09_policy.ipynb #eedfe264
 @contextmanager
 def _training(ens: LoRAEnsemble, k: int):
     "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); eval after."

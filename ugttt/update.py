@@ -95,8 +95,11 @@ def policy_backward(
     rows = [(j, i) for j, g in enumerate(groups) for i in g.keep.nonzero().flatten().tolist()]
     if not rows: return dict(loss=[0.0] * K, max_ratio_dev=0.0)         # only constant groups: no policy-gradient term
     length = {(j, i): int(groups[j].rollouts.attention_mask[i].sum()) for j, i in rows}
-    rows.sort(key=lambda ji: (length[ji], ji))
-    batches = [rows[s:s + ens.cfg.train_batch] for s in range(0, len(rows), ens.cfg.train_batch)]
+    rows.sort(key=lambda ji: (ji[0], length[ji], ji[1]))                               # by group, then by length
+    batches = []
+    for j in sorted({j for j, _ in rows}):                                              # never across groups
+        mine = [ji for ji in rows if ji[0] == j]
+        batches += [mine[s:s + ens.cfg.train_batch] for s in range(0, len(mine), ens.cfg.train_batch)]
     used = sorted({j for j, _ in rows})
     r = {j: [x.to(dev) for x in (groups[j].rollouts.input_ids, groups[j].rollouts.attention_mask,
                                  groups[j].rollouts.completion_mask, groups[j].rollouts.gen_logprobs)] for j in used}
@@ -115,7 +118,8 @@ def policy_backward(
             L = max(length[ji] for ji in batch)
             take = lambda x, fill=0: torch.stack([_row(x(j)[i], L, fill) for j, i in batch])   # (b, L)
             ids, am, m = take(lambda j: r[j][0]), take(lambda j: r[j][1]), take(lambda j: r[j][2])
-            lp = adapter_logprobs(ens, k, ids, am)                                          # (b, L), grad into adapter k
+            prompt = groups[batch[0][0]].rollouts.prompt_len                                # shared by the batch's rows
+            lp = adapter_logprobs(ens, k, ids, am, prefix_len=prompt)                       # (b, L), grad into adapter k
             lp_old = take(lambda j: old[j])
             per = -token_mean(clipped_surrogate(lp, lp_old, take(lambda j: adv_tok[j]), m, cfg.clip_eps), m)   # (b,) L_ik
             term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
