@@ -204,3 +204,20 @@ def test_mi_positions_all_includes_the_prompt(ens, group):
     test_eq(sa.mi_mask, group.attention_mask & (torch.arange(group.input_ids.shape[1]) > 0))
     test_eq((sc.mi_mask & ~sa.mi_mask).any().item(), False)            # the completion is a subset of "all"
     test_ne(sa.uncertainty, sc.uncertainty)
+
+
+def test_shared_prompt_gives_the_same_gradient(prompt):
+    "The prompt run once with its cache repeated (prefix_len) gives the training forward's gradient of the plain forward."
+    e = LoRAEnsemble(*load_base_model(TINY), replace(TINY, lora_dropout=0.0))
+    task = get_task("cp26")
+    parent = next(ev for ev in map(task.evaluate, generate_group(e, prompt, 8, generator=_seed(4)).texts) if ev.correct)
+    g = generate_group(e, encode_prompt(e, task.prompt(parent.child_state(None), style="compact")), 4, generator=_seed(5))
+    assert g.prompt_len > 50                       # a parent program in the prompt: the prefix is most of each row
+    grads = []
+    for prefix in (0, g.prompt_len):
+        lp = adapter_logprobs(e, 2, g.input_ids, g.attention_mask, prefix_len=prefix)
+        lp[g.completion_mask].sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in adapter_parameters(e, 2)]))
+        for p in adapter_parameters(e, 2): p.grad = None
+    scale = float(grads[0].abs().max())
+    test_close(grads[1] / scale, grads[0] / scale, eps=1e-5)
