@@ -62,7 +62,16 @@ def _epoch_of(r: dict) -> int:
     raise ValueError(f"a log record without an epoch: {sorted(r)[:5]}")
 
 # %% ../nbs/13_trainer.ipynb #5b02125d
-def save_checkpoint(run_dir: Path, epoch: int, ens, optimizers, sampler, history, counter: int, gen: torch.Generator) -> Path:
+def save_checkpoint(
+    run_dir: Path,            # the run directory
+    epoch: int,               # the epoch just finished
+    ens,                      # the LoRAEnsemble
+    optimizers,               # its K optimisers
+    sampler,                  # the PUCTSampler
+    history,                  # the StreamingHistory
+    counter: int,             # rollouts generated so far (round robin)
+    gen: torch.Generator,     # the sampling generator
+) -> Path:                    # checkpoints/epoch_XXXX
     "Write checkpoints/epoch_XXXX atomically: each adapter in peft's format, optimisers, RNG states, sampler and gate history."
     final = run_dir / "checkpoints" / f"epoch_{epoch:04d}"
     tmp = final.with_name(final.name + ".tmp")
@@ -79,7 +88,12 @@ def save_checkpoint(run_dir: Path, epoch: int, ens, optimizers, sampler, history
     return final
 
 # %% ../nbs/13_trainer.ipynb #44403f8b
-def load_checkpoint(run_dir: Path, ens, optimizers, task, cfg, gen: torch.Generator) -> dict:
+def load_checkpoint(
+    run_dir: Path,            # the run directory
+    ens,                      # the run's LoRAEnsemble, freshly built: its adapters are overwritten
+    optimizers,               # its K optimisers: their states are overwritten
+    gen: torch.Generator,     # the sampling generator: its state is overwritten
+) -> dict:                    # epoch, counter, sampler (PUCTSampler), history (StreamingHistory)
     "Restore the latest complete checkpoint into ens/optimizers/gen; return epoch, counter, sampler and history."
     from peft.utils import load_peft_weights, set_peft_model_state_dict
     latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
@@ -115,8 +129,7 @@ def check_run_dir(
 
 # %% ../nbs/13_trainer.ipynb #c3256aba
 def _open_run(cfg: TrainConfig, out: Path, resume: bool) -> None:
-    "Check the run directory, then create it (a new run) or leave it for the resume."
-    check_run_dir(cfg, out, resume)
+    "Create the directory of a new run (check_run_dir has passed); a resumed run's directory is left as it is."
     if resume: return
     out.mkdir(parents=True)
     (out / "puct").mkdir(); (out / "checkpoints").mkdir()
@@ -267,18 +280,19 @@ def train(
 ) -> list[dict]:               # the per-epoch metric records
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
     out = Path(out_dir)
-    _open_run(cfg, out, resume)
+    check_run_dir(cfg, out, resume)
     task = get_task(cfg.task)
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    ens = LoRAEnsemble.from_config(cfg.policy)
+    ens = LoRAEnsemble.from_config(cfg.policy)            # before the directory exists: a model that fails to load leaves nothing
+    _open_run(cfg, out, resume)
     optimizers = make_optimizers(ens, cfg.update)
     start, counter = 0, 0
     sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
                           topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
     history = StreamingHistory()
     if resume and (out / "checkpoints" / "latest.json").is_file():
-        st = load_checkpoint(out, ens, optimizers, task, cfg, gen)
+        st = load_checkpoint(out, ens, optimizers, gen)
         start, counter, sampler, history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
     _keep_epochs(out, start - 1)
     own_sandbox = sandbox is None
