@@ -22,25 +22,9 @@ Usage: python bench/mi_memory.py [--T 1024 8192] [--naive-T 512] [--chunk 256] [
 The CPU is shared, so times are indicative; torch.set_num_threads(2) in every child.
 """
 import argparse, json, os, resource, subprocess, sys, time
+from peak_rss import reset_peak, status_kib   # bench/ is the script's directory, first on sys.path
 
 K, V = 5, 151_936
-
-
-def _status_kib(field: str) -> int:
-    "A memory field of /proc/self/status, in KiB."
-    with open('/proc/self/status') as f:
-        for line in f:
-            if line.startswith(field + ':'): return int(line.split()[1])
-    raise RuntimeError(f'{field} not in /proc/self/status')
-
-
-def _reset_peak() -> bool:
-    "Reset VmHWM (peak RSS) to the current RSS; False where the kernel does not allow it."
-    try:
-        with open('/proc/self/clear_refs', 'w') as f: f.write('5')
-        return True
-    except OSError:
-        return False
 
 
 def child(T: int, D: int, chunk: int, mode: str) -> dict:
@@ -61,12 +45,12 @@ def child(T: int, D: int, chunk: int, mode: str) -> dict:
 
     run = naive if mode == 'naive' else (lambda: ensemble_token_scores(hidden, weight, tokens, chunk_size=chunk))
     with torch.no_grad(): ensemble_token_scores(hidden[:, :2], weight, tokens[:2], chunk_size=chunk)   # warm-up
-    base_kib, hwm = _status_kib('VmRSS'), _reset_peak()
+    base_kib, hwm = status_kib('VmRSS'), reset_peak()
     ru_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     out = run()
     secs = time.perf_counter() - t0
-    if hwm: extra_kib, how = _status_kib('VmHWM') - base_kib, 'VmHWM reset via clear_refs'
+    if hwm: extra_kib, how = status_kib('VmHWM') - base_kib, 'VmHWM reset via clear_refs'
     else: extra_kib, how = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - ru_before, 'ru_maxrss growth'
     mi = out[1] if mode == 'naive' else out.token_mi
     return dict(T=T, mode=mode, extra_bytes=extra_kib * 1024, secs=secs, method=how, mi_mean=float(mi.mean()))

@@ -22,28 +22,12 @@ Usage: python bench/update_memory.py [--quick] [--threads 1] [--K 3] [--G 8] [--
 """
 import argparse, ctypes, gc, itertools, multiprocessing as mp, os, resource, sys, time
 from pathlib import Path
+from peak_rss import reset_peak, status_kib   # bench/ is the script's directory, first on sys.path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 ROOT = str(Path(__file__).resolve().parents[1])
 sys.path.insert(0, ROOT)
-
-
-def _status_kib(field: str) -> int:
-    "A memory field of /proc/self/status, in KiB."
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"): return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def _reset_peak() -> bool:
-    "Reset VmHWM (peak RSS) to the current RSS; False where the kernel does not allow it."
-    try:
-        with open("/proc/self/clear_refs", "w") as f: f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def _malloc_trim() -> None:
@@ -57,13 +41,13 @@ def _measured_step(step, cuda: bool) -> dict:
     import torch
     gc.collect(); _malloc_trim()
     if cuda: torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats(); gpu0 = torch.cuda.memory_allocated()
-    base, hwm = _status_kib("VmRSS"), _reset_peak()
+    base, hwm = status_kib("VmRSS"), reset_peak()
     ru0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t = time.perf_counter()
     out = step()
     if cuda: torch.cuda.synchronize()
     secs = time.perf_counter() - t
-    extra = (_status_kib("VmHWM") - base) if hwm else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - ru0)
+    extra = (status_kib("VmHWM") - base) if hwm else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - ru0)
     res = dict(secs=secs, rss_mib=extra / 1024, method="VmHWM reset via clear_refs" if hwm else "ru_maxrss growth",
                n_kept=out["n_kept"])
     if cuda: res["gpu_mib"] = (torch.cuda.max_memory_allocated() - gpu0) / 2**20
