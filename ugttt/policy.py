@@ -16,10 +16,10 @@ from .default_model import load_default_model
 from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_check, is_check_step, window_mi
 
 # %% auto #0
-__all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble', 'lora_layers',
-           'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden', 'member_hidden', 'sequence_scores',
-           'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group', 'window_scores', 'RolloutScores',
-           'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs']
+__all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble',
+           'peft_deprecation_silenced', 'lora_layers', 'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden',
+           'member_hidden', 'sequence_scores', 'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group',
+           'window_scores', 'RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs']
 
 # %% ../nbs/09_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -151,9 +151,7 @@ class LoRAEnsemble:
         lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
         for p in model.parameters(): p.requires_grad_(False)
-        with warnings.catch_warnings():   # peft calls a transformers property deprecated in transformers 5
-            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
-            self.model = get_peft_model(model, lora, adapter_name=self.names[0])
+        with peft_deprecation_silenced(): self.model = get_peft_model(model, lora, adapter_name=self.names[0])
         for name in self.names[1:]: self.model.add_adapter(name, lora)
         self.model.set_requires_grad(self.names, True)   # add_adapter leaves only the first one trainable
         init_adapters(self, cfg.seed, cfg.b_init_std, cfg.identical_init)
@@ -178,6 +176,14 @@ class LoRAEnsemble:
     def device(self) -> torch.device: return self.model.get_base_model().get_output_embeddings().weight.device
 
 # %% ../nbs/09_policy.ipynb #86768fdb
+@contextmanager
+def peft_deprecation_silenced():
+    "Silence the one FutureWarning peft's model wrapping triggers under transformers 5 (is_gradient_checkpointing), nothing else."
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+# %% ../nbs/09_policy.ipynb #7cb9af31
 def _stop_ids(model, tokenizer) -> set[int]:
     "Token ids that end a rollout: the tokenizer's EOS, the generation config's EOS ids and <|im_end|> where the vocabulary has it."
     ids = {tokenizer.eos_token_id}
@@ -187,7 +193,7 @@ def _stop_ids(model, tokenizer) -> set[int]:
     if isinstance(im_end, int) and im_end != tokenizer.unk_token_id: ids.add(im_end)
     return {int(i) for i in ids if i is not None}
 
-# %% ../nbs/09_policy.ipynb #ca158a41
+# %% ../nbs/09_policy.ipynb #f12baee5
 def _single_token(tokenizer, text: str) -> int:
     "The id of `text` when the tokenizer encodes it as exactly one token; a clear error otherwise."
     ids = tokenizer(text, add_special_tokens=False).input_ids
@@ -196,24 +202,24 @@ def _single_token(tokenizer, text: str) -> int:
                          f"{len(ids)} tokens; set think_cap=None for a model without a thinking phase")
     return ids[0]
 
-# %% ../nbs/09_policy.ipynb #f12baee5
+# %% ../nbs/09_policy.ipynb #147db142
 def lora_layers(ens: LoRAEnsemble) -> list:
     "The peft LoRA layers of the model, in module order (4 per decoder layer for q/k/v/o)."
     from peft.tuners.lora import LoraLayer
     return [m for _, m in ens.model.named_modules() if isinstance(m, LoraLayer)]
 
-# %% ../nbs/09_policy.ipynb #56c1203b
+# %% ../nbs/09_policy.ipynb #a8048aed
 def adapter_parameters(ens: LoRAEnsemble, k: int) -> list[Tensor]:
     "The trainable tensors of adapter k: every layer's A (r, d_in) and B (d_out, r)."
     name = ens.names[k]
     return [w for m in lora_layers(ens) for w in (m.lora_A[name].weight, m.lora_B[name].weight)]
 
-# %% ../nbs/09_policy.ipynb #147db142
+# %% ../nbs/09_policy.ipynb #6c09ab22
 def a_stacks(ens: LoRAEnsemble) -> list[Tensor]:
     "Per adapted layer, the stacked down-projections W = [A^(1); ...; A^(K)] of shape (K·r, d_in) (Eq. 7), differentiable."
     return [stack_adapters([m.lora_A[n].weight for n in ens.names]) for m in lora_layers(ens)]
 
-# %% ../nbs/09_policy.ipynb #6c09ab22
+# %% ../nbs/09_policy.ipynb #d25e7b4b
 def init_adapters(
     ens: LoRAEnsemble,  # the ensemble whose adapters to (re)initialise
     seed: int,          # adapter k uses torch.Generator seeded with seed + 1000·k
@@ -232,7 +238,7 @@ def init_adapters(
                 if b_std > 0: b_new.normal_(0.0, b_std, generator=g)
                 a.copy_(a_new); b.copy_(b_new)
 
-# %% ../nbs/09_policy.ipynb #59332bef
+# %% ../nbs/09_policy.ipynb #9fe91349
 def last_hidden(
     ens: LoRAEnsemble,
     input_ids: Tensor,       # (B, T)
@@ -262,7 +268,7 @@ def last_hidden(
         return torch.cat([h_prefix.expand(B, -1, -1), box["h"]], 1)                    # (B, T, D)
     finally: handle.remove()
 
-# %% ../nbs/09_policy.ipynb #c66daf04
+# %% ../nbs/09_policy.ipynb #a283f47a
 def _check_prefix(
     input_ids: Tensor,       # (B, T)
     attention_mask: Tensor,  # (B, T)
@@ -272,7 +278,7 @@ def _check_prefix(
     if not (bool(attention_mask[:, :P].all()) and torch.equal(input_ids[:, :P], input_ids[:1, :P].expand(input_ids.shape[0], -1))):
         raise ValueError(f"prefix_len={P}: the rows do not share their first {P} tokens (or some are padding)")
 
-# %% ../nbs/09_policy.ipynb #376189da
+# %% ../nbs/09_policy.ipynb #d6b6fc97
 def member_hidden(
     ens: LoRAEnsemble,
     input_ids: Tensor,       # (B, T)
@@ -287,13 +293,13 @@ def member_hidden(
     h = last_hidden(ens, input_ids.repeat(K, 1), attention_mask.repeat(K, 1), names)   # (K·B, T, D)
     return h.view(K, B, *h.shape[1:])
 
-# %% ../nbs/09_policy.ipynb #a6be915e
+# %% ../nbs/09_policy.ipynb #b40dd839
 def _lm_head(ens: LoRAEnsemble):
     "The LM head's weight (V, D) and bias (V,) or None."
     head = ens.model.get_base_model().get_output_embeddings()
     return head.weight, getattr(head, "bias", None)
 
-# %% ../nbs/09_policy.ipynb #b40dd839
+# %% ../nbs/09_policy.ipynb #940e81f1
 def sequence_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) int64 token ids (prompt + generated)
@@ -313,7 +319,7 @@ def sequence_scores(
             out += _split_scores(ensemble_token_scores(h, weight, tokens, ens.cfg.chunk_size, bias), n)
     return out
 
-# %% ../nbs/09_policy.ipynb #940e81f1
+# %% ../nbs/09_policy.ipynb #a53e1a6c
 def _split_scores(
     sc: EnsembleTokenScores,  # scores of concatenated sequences
     sizes: list[int],         # positions of each sequence, in order
@@ -322,7 +328,7 @@ def _split_scores(
     parts = [torch.split(getattr(sc, f.name), sizes, dim=-1) for f in fields(EnsembleTokenScores)]
     return [EnsembleTokenScores(*p) for p in zip(*parts)]
 
-# %% ../nbs/09_policy.ipynb #e7ad99b7
+# %% ../nbs/09_policy.ipynb #7be8ce84
 def _right_pad(seqs, pad_id, device):
     "Stack 1-D id tensors into (B, L) right-padded ids and a bool attention mask."
     L = max(len(s) for s in seqs)
@@ -331,7 +337,7 @@ def _right_pad(seqs, pad_id, device):
     for j, s in enumerate(seqs): ids[j, :len(s)] = s.to(device); am[j, :len(s)] = True
     return ids, am
 
-# %% ../nbs/09_policy.ipynb #dd454aef
+# %% ../nbs/09_policy.ipynb #83829192
 def encode_prompt(
     ens: LoRAEnsemble,
     text: str,                  # the task prompt (Task.prompt)
@@ -343,7 +349,7 @@ def encode_prompt(
     if chat: text = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
     return tok(text, add_special_tokens=False).input_ids
 
-# %% ../nbs/09_policy.ipynb #bc16c89b
+# %% ../nbs/09_policy.ipynb #3b065790
 @dataclass
 class _Row:
     "Decoding state of one rollout."
@@ -361,7 +367,7 @@ class _Row:
     @property
     def n_think(self) -> int: return self.kinds.count("t")
 
-# %% ../nbs/09_policy.ipynb #83829192
+# %% ../nbs/09_policy.ipynb #293422bf
 @dataclass
 class Rollouts:
     "One group of rollouts of one prompt: token ids, masks and generation-time log-probs, all (G, T) and right-padded."
@@ -382,7 +388,7 @@ class Rollouts:
     def n_generated(self) -> Tensor:  # (G,) int64: tokens after the prompt (sampled and forced)
         return self.attention_mask.sum(-1) - self.prompt_len
 
-# %% ../nbs/09_policy.ipynb #3b065790
+# %% ../nbs/09_policy.ipynb #435cd12d
 def generate_groups(
     ens: LoRAEnsemble,
     prompts: list[list[int]],            # one prompt (encode_prompt) per group
@@ -427,7 +433,7 @@ def generate_groups(
             logits, past = out.logits[:, -1], out.past_key_values
     return [_collate(ens, rows[j * n:(j + 1) * n], adapters[j * n:(j + 1) * n]) for j in range(len(prompts))]
 
-# %% ../nbs/09_policy.ipynb #435cd12d
+# %% ../nbs/09_policy.ipynb #445e2ec0
 def generate_group(
     ens: LoRAEnsemble,
     prompt_ids: list[int],               # the prompt (encode_prompt), shared by the whole group
@@ -440,7 +446,7 @@ def generate_group(
     "Sample G rollouts of one prompt in one batched decode, adapters round robin, with the two-phase budget and the streaming gate."
     return generate_groups(ens, [prompt_ids], n, start, streaming, history, generator)[0]
 
-# %% ../nbs/09_policy.ipynb #445e2ec0
+# %% ../nbs/09_policy.ipynb #318bd3ec
 def _sample(
     logits: Tensor,                       # (A, V) next-token logits of the active rows
     temperature: float,                   # tau > 0
@@ -451,7 +457,7 @@ def _sample(
     race = torch.empty_like(probs).exponential_(generator=generator)              # (A, V) Exp(1) clocks
     return (probs / race).argmax(-1)
 
-# %% ../nbs/09_policy.ipynb #8f162027
+# %% ../nbs/09_policy.ipynb #a3ad805c
 def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
     "Append one token to a row (a forced one if the transition is pending, else the sampled one), update its phase; the id to feed next."
     cfg = ens.cfg
@@ -471,12 +477,12 @@ def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
         r.phase, r.end = "done", "max_new_tokens"
     return tok
 
-# %% ../nbs/09_policy.ipynb #13720115
+# %% ../nbs/09_policy.ipynb #2e176e68
 def _close(ens, r: _Row, why: str) -> None:
     "Close the thinking phase by force: queue the transition, then a code phase of code_budget sampled tokens."
     r.forced, r.phase, r.code_left, r.closed = list(ens.transition_ids), "code", ens.cfg.code_budget, why
 
-# %% ../nbs/09_policy.ipynb #2e176e68
+# %% ../nbs/09_policy.ipynb #63b818bd
 def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> None:
     "Query the streaming gate for the rows still thinking that have just reached a check step; close those below the threshold."
     due = [r for r in rows if r.phase == "think" and r.kinds and r.kinds[-1] == "t" and is_check_step(r.n_think, streaming)]
@@ -487,7 +493,7 @@ def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> N
         if gate_check(r.record, r.n_think, s, history, streaming):
             _close(ens, r, "gate")
 
-# %% ../nbs/09_policy.ipynb #6a75fdfa
+# %% ../nbs/09_policy.ipynb #e33ed26f
 def window_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],      # each (T_i,) ids: prompt + generated so far
@@ -505,7 +511,7 @@ def window_scores(
         out.append(float(window_mi(mi, m, streaming.window, streaming.frac)))
     return out
 
-# %% ../nbs/09_policy.ipynb #63b818bd
+# %% ../nbs/09_policy.ipynb #c41b0055
 def _collate(ens, rows, adapters) -> Rollouts:
     "Right-padded (G, T) tensors of a finished group (its rows share one prompt)."
     prompt_ids = rows[0].prompt
@@ -526,7 +532,7 @@ def _collate(ens, rows, adapters) -> Rollouts:
     return Rollouts(ids, am, cm, tm, lp, torch.tensor(adapters), P, texts, [r.end for r in rows], [r.closed for r in rows],
                     [r.record for r in rows], torch.tensor([r.n_think for r in rows]))
 
-# %% ../nbs/09_policy.ipynb #e33ed26f
+# %% ../nbs/09_policy.ipynb #29869182
 def _check_generate_args(ens, prompts, n, streaming, history) -> None:
     "Clear errors for groups that cannot be generated as asked."
     cfg = ens.cfg
@@ -543,7 +549,7 @@ def _check_generate_args(ens, prompts, n, streaming, history) -> None:
         if history is None: raise ValueError("streaming needs the gate's history (a StreamingHistory)")
         if cfg.think_cap is None: raise ValueError("the streaming gate closes a thinking phase: it needs think_cap")
 
-# %% ../nbs/09_policy.ipynb #4179aad6
+# %% ../nbs/09_policy.ipynb #067fd6a8
 @dataclass
 class RolloutScores:
     "All-adapter scores of a group: per-member log-probs of the realised tokens, token MI, U_i and base log-probs, column-aligned with input_ids."
@@ -553,7 +559,7 @@ class RolloutScores:
     uncertainty: Tensor          # (G,) U_i = top-frac mean of token_mi over mi_mask (Eq. 3)
     base_logprobs: Tensor | None # (G, T) log pi_base with the adapters disabled, or None when not asked for
 
-# %% ../nbs/09_policy.ipynb #440db0ce
+# %% ../nbs/09_policy.ipynb #dea20bb6
 def score_rollouts(
     ens: LoRAEnsemble,
     rollouts: Rollouts,   # a generated group
@@ -575,7 +581,7 @@ def score_rollouts(
     base_lp = base_logprobs(ens, seqs, T, rollouts.prompt_len) if base else None
     return RolloutScores(token_logprobs, token_mi, mi_mask, U, base_lp)
 
-# %% ../nbs/09_policy.ipynb #067fd6a8
+# %% ../nbs/09_policy.ipynb #0a47cfdc
 def base_logprobs(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) token ids
@@ -599,7 +605,7 @@ def base_logprobs(
     finally: ens.model.set_requires_grad(ens.names, True)   # leaving disable_adapter re-freezes every inactive adapter
     return out
 
-# %% ../nbs/09_policy.ipynb #0a47cfdc
+# %% ../nbs/09_policy.ipynb #49e7a769
 def mean_token_mi(
     scores: RolloutScores,  # scores of one or more groups
 ) -> float:                 # mean MI over the masked positions (nats); 0 when none
@@ -607,7 +613,7 @@ def mean_token_mi(
     m = scores.mi_mask
     return float(scores.token_mi[m].double().sum() / max(int(m.sum()), 1))
 
-# %% ../nbs/09_policy.ipynb #32d122b2
+# %% ../nbs/09_policy.ipynb #71931d6d
 def adapter_logprobs(
     ens: LoRAEnsemble,
     k: int,                  # the adapter being trained
@@ -624,7 +630,7 @@ def adapter_logprobs(
                                     torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
     return torch.stack([F.pad(part, (1, input_ids.shape[1] - 1 - m)) for part, m in zip(torch.split(lp, n), n)])
 
-# %% ../nbs/09_policy.ipynb #eedfe264
+# %% ../nbs/09_policy.ipynb #492891c9
 @contextmanager
 def _training(ens: LoRAEnsemble, k: int):
     "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); eval after."
