@@ -172,7 +172,8 @@ def run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task,
     history.end_epoch()
     rollouts, trajs, group_recs = _rollout_logs(cfg, epoch, task, texts, groups, evals, scores, advs, c0)
     best = max([best] + [r["reward_exec"] for r in trajs])
-    rec = _epoch_record(cfg, epoch, ens, groups, evals, scores, advs, stats, best, threshold, sampler,
+    fams = [t["family"] for t in trajs if t["correctness"]]                  # labelled once, in the trajectory lines
+    rec = _epoch_record(cfg, epoch, ens, groups, evals, scores, advs, stats, best, threshold, sampler, fams,
                         dict(rollout=t1 - t0, verify=t2 - t1, score=t3 - t2, train=t4 - t3, total=time.perf_counter() - t0))
     append_jsonl(out / "trajectories.jsonl", trajs)
     append_jsonl(out / "metrics.jsonl", rollouts + group_recs + [rec])
@@ -221,11 +222,10 @@ def _stats(prefix: str, xs) -> dict:
     return {f"{prefix}/mean": float(a.mean()), f"{prefix}/std": float(a.std()), f"{prefix}/min": float(a.min()), f"{prefix}/max": float(a.max())}
 
 # %% ../nbs/13_trainer.ipynb #d4d9fa12
-def _epoch_record(cfg, epoch, ens, groups, evals, scores, advs, stats, best, threshold, sampler, times) -> dict:
+def _epoch_record(cfg, epoch, ens, groups, evals, scores, advs, stats, best, threshold, sampler, fams, times) -> dict:
     "The epoch's metrics: rewards, correctness, family entropy, MI, entropic temperature, losses, NNM, streaming, PUCT, times."
     flat = [e for ev in evals for e in ev]
     correct = [e for e in flat if e.correct]
-    fams = [label_family(cfg.task, e.code) for e in correct]
     kept = [a for a in advs if a["keep"].any()]
     streams = [s for g in groups for s in g.streams]
     rec = {"progress/epoch": epoch, "progress/done_frac": (epoch + 1) / cfg.epochs,
