@@ -7,13 +7,13 @@ from __future__ import annotations
 import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
-from .config import TrainConfig, config_from_dict, config_to_dict, make_config
+from .config import STREAMING_TASKS, TrainConfig, config_from_dict, config_to_dict, make_config
 from .analysis import Run, load_run
 
 # %% auto #0
-__all__ = ['PAPER', 'SMOKE', 'COLORS', 'LABELS', 'TASK_TITLES', 'RunSpec', 'grid', 'run_config', 'run_path', 'run_state',
-           'config_diff', 'train_runs', 'ensure_runs', 'fmt_ci', 'latex_table', 'write_table', 'markdown_table', 'band',
-           'save_figure', 'provenance', 'write_headline']
+__all__ = ['PAPER', 'SMOKE', 'COLORS', 'LABELS', 'TASK_TITLES', 'RunSpec', 'default_streaming', 'grid', 'run_config', 'run_path',
+           'run_state', 'config_diff', 'train_runs', 'ensure_runs', 'fmt_ci', 'latex_table', 'write_table',
+           'markdown_table', 'band', 'save_figure', 'provenance', 'write_headline']
 
 # %% ../nbs/16_reproduce.ipynb #5c4f3e53
 PAPER = dict(
@@ -60,9 +60,13 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        "The run's directory name within its task: method, streaming setting, seed."
-        tag = "" if self.streaming is None else ("-stream" if self.streaming else "-nostream")
-        return f"{self.method}{tag}-s{self.seed}"
+        "The run's directory name within its task: method, a streaming setting unlike the method's default, seed."
+        forced = self.streaming is not None and self.streaming != default_streaming(self.task, self.method)
+        return f"{self.method}{('-stream' if self.streaming else '-nostream') if forced else ''}-s{self.seed}"
+
+def default_streaming(task: str, method: str) -> bool:
+    "Whether make_config turns the streaming gate on for this task and method (UG-TTT variants on AC1 and CP26)."
+    return method != "baseline" and task in STREAMING_TASKS
 
 # %% ../nbs/16_reproduce.ipynb #dfb9e330
 def grid(
@@ -211,7 +215,8 @@ def ensure_runs(
     if existing and not reuse:
         raise FileExistsError(f"{len(existing)} run(s) already exist (first: {existing[0]}) and reuse=False; "
                               "a run directory is never overwritten: choose another runs_dir")
-    train_runs([(cfgs[s], paths[s], states[s] == "partial") for s in specs if states[s] != "finished"], workers, progress=progress)
+    todo = {paths[s]: (cfgs[s], paths[s], states[s] == "partial") for s in specs if states[s] != "finished"}   # one job per directory
+    train_runs(list(todo.values()), workers, progress=progress)
     return {s: load_run(paths[s]) for s in specs}
 
 # %% ../nbs/16_reproduce.ipynb #bc0fa2db
