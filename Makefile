@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test check-sync readme slow table1 bench clean
+.PHONY: install system-deps test check-sync readme slow table1 reproduce bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -48,12 +48,21 @@ test: install check-sync
 slow: install
 	UGTTT_SLOW=1 $(BIN)/python -m pytest -q tests
 
+# The main job: Table 1 for the tiny preset (3 seeds x 4 tasks x 2 methods, about 16 min on 2 cores), printed at the end.
+# Runs land in reproduce/runs and are reused by the other notebooks; outputs in reproduce/out. Override with e.g.
+# `make table1 P='-p seeds "[0, 1, 2, 3]"'`.
 table1: install
-	@if [ -f reproduce/table1.ipynb ]; then $(BIN)/papermill reproduce/table1.ipynb reproduce/out/table1.ipynb --no-progress-bar; \
-	else echo "reproduce/table1.ipynb does not exist yet (it comes with the trainer); nothing to run"; exit 2; fi
+	mkdir -p reproduce/out
+	cd reproduce && ../$(BIN)/papermill table1.ipynb out/table1.ipynb --no-progress-bar --log-output $(P)
+	@echo; cat reproduce/out/table1.md
+
+# Every reproduce notebook with its defaults (table1 first: the others reuse its runs).
+reproduce: table1
+	cd reproduce && for nb in table2 table3 table4 figure1 figure2 figure3; do \
+	  ../$(BIN)/papermill $$nb.ipynb out/$$nb.ipynb --no-progress-bar $(P) || exit 1; done
 
 # speed and memory figures (printed, not asserted): MI kernel memory and in-place buffers, sandbox throughput,
-# embedded model quality, ensemble scoring and generation, update memory, seconds per training epoch
+# embedded model quality, ensemble scoring and generation, update memory, seconds per training epoch, parallel reproduce runs
 bench: install
 	$(BIN)/python bench/mi_memory.py
 	$(BIN)/python bench/inplace_buffers.py
@@ -63,6 +72,7 @@ bench: install
 	$(BIN)/python bench/policy_generation.py
 	$(BIN)/python bench/update_memory.py
 	$(BIN)/python bench/trainer_epoch.py
+	$(BIN)/python bench/reproduce_parallel.py
 
 clean:
 	rm -rf _proc .pytest_cache reproduce/out

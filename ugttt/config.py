@@ -28,7 +28,7 @@ class TrainConfig:
     epochs: int = 6                     # training epochs, one optimiser step each (App. E: 6)
     groups_per_epoch: int = 8           # parent states per epoch, gradients accumulated over them (App. E: 8)
     group_size: int = 8                 # G, rollouts per parent (App. E: 8)
-    seed: int = 0                       # seeds the roots, sampling, dropout and (through policy.seed) the adapters
+    seed: int = 0                       # seeds the roots, sampling and dropout; the adapters' init is policy.seed (reproduce sets both)
     prompt_style: str = "chat"          # "chat" (an instruction-tuned model) or "compact" (the embedded model)
     budget_s: float = 10.0              # wall-clock seconds a program may run in the sandbox
     sandbox_workers: int = 2            # programs verified at once
