@@ -216,7 +216,8 @@ def ensure_runs(
         raise FileExistsError(f"{len(existing)} run(s) already exist (first: {existing[0]}) and reuse=False; "
                               "a run directory is never overwritten: choose another runs_dir")
     todo = {paths[s]: (cfgs[s], paths[s], states[s] == "partial") for s in specs if states[s] != "finished"}   # one job per directory
-    train_runs(list(todo.values()), workers, progress=progress)
+    jobs = sorted(todo.values(), key=lambda job: -job[0].n_adapters)   # the slow ensembles first: no lone run at the end
+    train_runs(jobs, workers, progress=progress)
     return {s: load_run(paths[s]) for s in specs}
 
 # %% ../nbs/16_reproduce.ipynb #bc0fa2db
