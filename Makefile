@@ -50,7 +50,7 @@ slow: install
 
 # The main job: Table 1 for the tiny preset (3 seeds x 4 tasks x 2 methods, about 16 min on 2 cores), printed at the end.
 # Runs land in reproduce/runs and are reused by the other notebooks; outputs in reproduce/out. Override with e.g.
-# `make table1 P='-p seeds "[0, 1, 2, 3]"'`.
+# `make table1 P='-y "seeds: [0, 1, 2, 3]"'` (papermill's -p passes a list as a string; lists go through -y).
 table1: install
 	mkdir -p reproduce/out
 	cd reproduce && ../$(BIN)/papermill table1.ipynb out/table1.ipynb --no-progress-bar --log-output $(P)

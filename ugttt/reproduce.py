@@ -76,7 +76,12 @@ def grid(
     streaming: bool | None = None,  # forced streaming setting for every run (None: each method's default)
 ) -> list[RunSpec]:                 # task-major, then method, then seed
     "Every task x method x seed as RunSpecs."
-    return [RunSpec(t, m, int(s), streaming) for t in tasks for m in methods for s in seeds]
+    for name, v in (("tasks", tasks), ("methods", methods), ("seeds", seeds)):
+        if isinstance(v, str):   # papermill's `-p seeds "[0, 1]"` passes the string, not the list
+            raise TypeError(f"{name} must be a list, got the string {v!r}; with papermill pass lists as -y \"{name}: [...]\"")
+    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    if bad: raise ValueError(f"seeds must be ints >= 0, got {bad[0]!r}")
+    return [RunSpec(t, m, s, streaming) for t in tasks for m in methods for s in seeds]
 
 # %% ../nbs/16_reproduce.ipynb #cc006215
 SMOKE = {"epochs": 2, "groups_per_epoch": 1, "group_size": 4, "decode_groups": 1, "budget_s": 2.0,
