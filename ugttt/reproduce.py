@@ -253,6 +253,8 @@ def latex_table(
 # %% ../nbs/16_reproduce.ipynb #ec0f3c20
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
         "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_TEX |= {"Δ": r"$\Delta$", "ρ": r"$\rho$", "·": r"$\cdot$", "−": "$-$", "–": "--", "—": "---", "×": r"$\times$",
+         "≥": r"$\geq$", "≤": r"$\leq$", "ő": r"\H{o}", "≈": r"$\approx$"}   # pdflatex has no glyphs for these
 def _tex(s: str) -> str: return "".join(_TEX.get(ch, ch) for ch in s)
 
 # %% ../nbs/16_reproduce.ipynb #caf5a144
