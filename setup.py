@@ -14,6 +14,9 @@ statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Produ
 py_versions = '3.11 3.12 3.13'.split()
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+# optional extras: settings.ini's `extras_<name> = ...` lines become `pip install ugttt[<name>]`; `all` is their union
+extras = {k[len('extras_'):]: shlex.split(v) for k, v in cfg.items() if k.startswith('extras_')}
+extras['all'] = sorted({r for rs in extras.values() for r in rs})
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -34,7 +37,7 @@ setuptools.setup(
     # the embedded default model (weights, tokenizer, config) ships as package data
     package_data={'ugttt': ['assets/*', 'assets/*/*', 'assets/*/*/*']},
     install_requires=requirements,
-    extras_require={'dev': dev_requirements},
+    extras_require={'dev': dev_requirements, **extras},
     python_requires='>=' + cfg['min_python'],
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
