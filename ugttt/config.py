@@ -10,20 +10,22 @@ from pathlib import Path
 from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
-from .tasks import TASK_NAMES
+from .tasks import TASK_NAMES, get_task
 
 # %% auto #0
-__all__ = ['METHODS', 'STREAMING_TASKS', 'TRAIN_PRESETS', 'TrainConfig', 'make_config', 'config_to_dict', 'config_from_dict',
-           'load_config']
+__all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'TRAIN_PRESETS', 'OPERATIONAL_FIELDS', 'TrainConfig',
+           'make_config', 'config_to_dict', 'config_from_dict', 'config_diff', 'load_config']
 
 # %% ../nbs/13_config.ipynb #468c3d8f
 METHODS = ("ugttt", "baseline", "no_nnm")
+EXECUTORS = ("local", "ray")                       # verification backends (06_sandbox, 06_sandbox_ray)
+REPORT_TO = ("tensorboard", "trackio", "wandb")    # experiment trackers (13_tracking)
 STREAMING_TASKS = ("ac1", "cp26")   # where the paper's UG-TTT runs used the streaming gate (App. E)
 
 @dataclass(frozen=True)
 class TrainConfig:
     "A training run: task, method, budgets, PUCT, and the nested policy, update and streaming settings."
-    task: str = "cp26"                  # one of ac1, ac2, cp26, erdos
+    task: str = "cp26"                  # ac1, ac2, cp26, erdos, or your own problem as "package.module:attr" (18_your_problem)
     method: str = "ugttt"               # ugttt (full method), baseline (TTT-Discover) or no_nnm (Table 2's ablation)
     epochs: int = 6                     # training epochs, one optimiser step each (App. E: 6)
     groups_per_epoch: int = 8           # parent states per epoch, gradients accumulated over them (App. E: 8)
@@ -32,6 +34,9 @@ class TrainConfig:
     prompt_style: str = "chat"          # "chat" (an instruction-tuned model) or "compact" (the embedded model)
     budget_s: float = 10.0              # wall-clock seconds a program may run in the sandbox
     sandbox_workers: int = 2            # programs verified at once
+    executor: str = "local"             # where programs run: "local" (warm sandbox workers here) or "ray" (a Ray task each; ugttt[ray])
+    ray_address: str | None = None      # executor "ray": the cluster to join, as ray.init(address=...); None: the running or a new local one
+    report_to: tuple[str, ...] = ()     # experiment trackers fed from the run's metrics: tensorboard, trackio, wandb; () or "none": none
     decode_groups: int = 1              # groups sampled in one batched decode (paper scale: 1, a group's KV cache fills a GPU)
     streaming_on: bool = True           # use the gate (set by make_config: ugttt on AC1 and CP26 only)
     puct_c: float = 1.0                 # PUCT exploration constant c (reference: 1.0)
@@ -42,15 +47,33 @@ class TrainConfig:
     update: UpdateConfig = field(default_factory=UpdateConfig)          # advantages, loss, KL, NNM, AdamW
     streaming: StreamingConfig = field(default_factory=StreamingConfig)  # the streaming MI gate (App. F)
 
-    def __post_init__(self): _check_train_config(self)
+    def __post_init__(self):
+        object.__setattr__(self, "report_to", _report_to_tuple(self.report_to))   # "none", "wandb", "a,b" or a list, as TRL
+        _check_train_config(self)
 
     @property
     def n_adapters(self) -> int: return self.policy.n_adapters
 
 # %% ../nbs/13_config.ipynb #1dfe46c4
+def _report_to_tuple(
+    value,   # "none", "tensorboard", "tensorboard,wandb", a list or tuple of names, or None
+) -> tuple:  # the names, deduplicated, in REPORT_TO's order (unknown names kept, for the check to name them)
+    "Normalise a report_to value the way TRL accepts it into a tuple of tracker names."
+    if value is None: return ()
+    if isinstance(value, str): names = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value): names = [v.strip() for v in value]
+    else: raise TypeError(f"report_to must be a str or a list of str, got {value!r}")
+    if "none" in names:
+        if len(names) > 1: raise ValueError(f"report_to {value!r}: 'none' cannot be combined with trackers")
+        return ()
+    order = {n: i for i, n in enumerate(REPORT_TO)}
+    return tuple(sorted(dict.fromkeys(names), key=lambda n: order.get(n, len(order))))
+
+# %% ../nbs/13_config.ipynb #6fcefd54
 def _check_train_config(c: TrainConfig) -> None:
     "Raise a ValueError naming the first field of a TrainConfig that is out of range."
-    if c.task not in TASK_NAMES: raise ValueError(f"unknown task {c.task!r}; choose from {', '.join(TASK_NAMES)}")
+    if not isinstance(c.task, str): raise TypeError(f"task must be a str (a task name or 'package.module:attr'), got {type(c.task).__name__}")
+    get_task(c.task)                    # a built-in name, or a spec imported and checked now, before any compute
     if c.method not in METHODS: raise ValueError(f"unknown method {c.method!r}; choose from {', '.join(METHODS)}")
     for name, lo in (("epochs", 1), ("groups_per_epoch", 1), ("group_size", 2), ("sandbox_workers", 1),
                      ("puct_topk_children", 1), ("puct_max_buffer", 1), ("decode_groups", 1)):
@@ -60,6 +83,12 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.prompt_style not in ("chat", "compact"): raise ValueError(f"prompt_style must be 'chat' or 'compact', got {c.prompt_style!r}")
     if not c.budget_s > 0: raise ValueError(f"budget_s must be > 0, got {c.budget_s}")
     if not c.puct_c >= 0: raise ValueError(f"puct_c must be >= 0, got {c.puct_c}")
+    if c.executor not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {c.executor!r}")
+    if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
+        raise ValueError(f"ray_address must be None or a non-empty str, got {c.ray_address!r}")
+    if c.ray_address is not None and c.executor != "ray": raise ValueError("ray_address is set but executor is not 'ray'")
+    bad = [r for r in c.report_to if r not in REPORT_TO]
+    if bad: raise ValueError(f"unknown report_to entry {bad[0]!r}; choose from none, {', '.join(REPORT_TO)}")
     if c.puct_backup not in ("ttt_discover", "reference"): raise ValueError(f"puct_backup must be 'ttt_discover' or 'reference', got {c.puct_backup!r}")
     for name, cls in (("policy", PolicyConfig), ("update", UpdateConfig), ("streaming", StreamingConfig)):
         if not isinstance(getattr(c, name), cls): raise TypeError(f"{name} must be a {cls.__name__}, got {type(getattr(c, name)).__name__}")
@@ -69,7 +98,7 @@ def _check_train_config(c: TrainConfig) -> None:
             raise ValueError(f"policy.model {m!r} is not a model directory (no config.json there)")
     if c.streaming_on and c.policy.think_cap is None: raise ValueError("streaming needs a thinking phase: policy.think_cap is None")
 
-# %% ../nbs/13_config.ipynb #dbd71c29
+# %% ../nbs/13_config.ipynb #f29b1f9c
 TRAIN_PRESETS = dict(
     paper=dict(prompt_style="chat", decode_groups=1),
     tiny=dict(prompt_style="compact", decode_groups=8, budget_s=5.0),
@@ -79,7 +108,7 @@ _NESTED_PRESETS = dict(   # preset name -> settings of the nested configs beyond
     tiny=dict(policy=dict(n_adapters=5), update=dict(lr=1e-3), streaming=dict()),
 )
 
-# %% ../nbs/13_config.ipynb #a035c45c
+# %% ../nbs/13_config.ipynb #6c73e37a
 def make_config(
     task: str = "cp26",       # ac1, ac2, cp26 or erdos
     method: str = "ugttt",    # ugttt, baseline or no_nnm
@@ -102,7 +131,7 @@ def make_config(
                        update=_nested(UpdateConfig, "update", preset, nested["update"]),
                        streaming=_nested(StreamingConfig, "streaming", preset, nested["streaming"]))
 
-# %% ../nbs/13_config.ipynb #f29b1f9c
+# %% ../nbs/13_config.ipynb #4c1a24be
 def _put(top: dict, nested: dict, key: str, value) -> None:
     "Place one override: a top-level field, a dotted nested field, or a dict of nested fields."
     if key in nested and isinstance(value, dict): nested[key].update(value); return
@@ -120,7 +149,7 @@ def _nested(cls, section: str, preset: str, values: dict):
     if cls is UpdateConfig: return UpdateConfig(**values)
     return cls.preset(preset, **values)
 
-# %% ../nbs/13_config.ipynb #48959be0
+# %% ../nbs/13_config.ipynb #4d4269a7
 def config_to_dict(cfg: TrainConfig) -> dict:
     "The config as a dict of JSON types (nested sections as dicts, tuples as lists)."
     return json.loads(json.dumps(asdict(cfg)))
@@ -132,7 +161,28 @@ def config_from_dict(d: dict) -> TrainConfig:
     pol["target_modules"] = tuple(pol["target_modules"]); upd["betas"] = tuple(upd["betas"])
     return TrainConfig(**d, policy=PolicyConfig(**pol), update=UpdateConfig(**upd), streaming=StreamingConfig(**st))
 
-# %% ../nbs/13_config.ipynb #e3e54f23
+# %% ../nbs/13_config.ipynb #fc669fd6
+OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "ray_address", "report_to")   # how a run executes, not what it computes
+
+def config_diff(
+    old,             # a TrainConfig or its dict (config_to_dict; a config.json), e.g. the one on disk
+    new,             # another
+) -> list[str]:      # "field: old -> new" for each difference, nested fields by dotted name; operational fields skipped
+    "The fields on which two configs differ in what the run computes, nested ones by dotted name."
+    a, b = (config_to_dict(config_from_dict(c) if isinstance(c, dict) else c) for c in (old, new))
+    for f in OPERATIONAL_FIELDS: a.pop(f), b.pop(f)
+    return _dict_diff(a, b)
+
+def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
+    "The keys on which two nested dicts differ, by dotted name."
+    out = []
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k, "<absent>"), b.get(k, "<absent>")
+        if isinstance(x, dict) and isinstance(y, dict): out += _dict_diff(x, y, f"{prefix}{k}.")
+        elif x != y: out.append(f"{prefix}{k}: {x!r} -> {y!r}")
+    return out
+
+# %% ../nbs/13_config.ipynb #b8fc1d78
 def load_config(
     path,                         # a .json, .yaml or .yml file: {"task": ..., "method": ..., "preset": ..., fields...}
     **overrides,                  # applied after the file (e.g. command-line flags)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
-from .config import STREAMING_TASKS, TrainConfig, config_from_dict, config_to_dict, make_config
+from .config import STREAMING_TASKS, TrainConfig, config_diff, config_from_dict, config_to_dict, make_config
+from .tasks import TASK_NAMES, get_task
 from .analysis import Run, load_run
 
 # %% auto #0
-__all__ = ['PAPER', 'SMOKE', 'COLORS', 'LABELS', 'TASK_TITLES', 'RunSpec', 'default_streaming', 'grid', 'run_config', 'run_path',
-           'run_state', 'config_diff', 'train_runs', 'ensure_runs', 'fmt_ci', 'latex_table', 'write_table',
-           'markdown_table', 'band', 'save_figure', 'provenance', 'write_headline']
+__all__ = ['PAPER', 'SMOKE', 'COLORS', 'LABELS', 'TASK_TITLES', 'RunSpec', 'default_streaming', 'grid', 'run_config', 'task_dir',
+           'run_path', 'run_state', 'train_runs', 'ensure_runs', 'fmt_ci', 'latex_table', 'write_table',
+           'markdown_table', 'task_title', 'paper_tasks', 'band', 'save_figure', 'provenance', 'write_headline']
 
 # %% ../nbs/16_reproduce.ipynb #5c4f3e53
 PAPER = dict(
@@ -53,7 +54,7 @@ PAPER = dict(
 @dataclass(frozen=True)
 class RunSpec:
     "One training run of an experiment: task, method, seed, and an optional forced streaming setting."
-    task: str                      # ac1, ac2, cp26 or erdos
+    task: str                      # ac1, ac2, cp26, erdos, or your own problem as "package.module:attr"
     method: str                    # ugttt, baseline or no_nnm
     seed: int                      # the run's seed (roots, sampling, dropout and the adapters' initialisation)
     streaming: bool | None = None  # None: the method's default; True/False forces the gate (App. F's paired runs)
@@ -102,7 +103,14 @@ def run_config(
     if spec.streaming is not None: over["streaming_on"] = spec.streaming
     return make_config(spec.task, spec.method, preset, **over)
 
-# %% ../nbs/16_reproduce.ipynb #39317974
+# %% ../nbs/16_reproduce.ipynb #ec5cef13
+def task_dir(
+    task: str,   # a built-in name or "package.module:attr"
+) -> str:        # the task's directory name under runs_dir/<preset>/
+    "A task's directory name: the built-in name, or the entry-point spec with ':' written as '--'."
+    return task.replace(":", "--")
+
+# %% ../nbs/16_reproduce.ipynb #42a878e5
 def run_path(
     runs_dir,               # the experiment's runs directory
     spec: RunSpec,          # the run
@@ -110,9 +118,9 @@ def run_path(
     smoke: bool = False,    # smoke runs live under <preset>-smoke
 ) -> Path:
     "The directory of one run: runs_dir/<preset>[-smoke]/<task>/<name>."
-    return Path(runs_dir) / (preset + ("-smoke" if smoke else "")) / spec.task / spec.name
+    return Path(runs_dir) / (preset + ("-smoke" if smoke else "")) / task_dir(spec.task) / spec.name
 
-# %% ../nbs/16_reproduce.ipynb #42a878e5
+# %% ../nbs/16_reproduce.ipynb #197931cd
 def run_state(
     path,                 # a run directory (may not exist)
     cfg: TrainConfig,     # the config the experiment wants there
@@ -121,7 +129,7 @@ def run_state(
     path = Path(path)
     if not path.exists(): return "missing"
     if not (path / "config.json").is_file(): raise ValueError(f"{path} exists but is not a run directory (no config.json); move it away")
-    diff = config_diff(json.loads((path / "config.json").read_text()), config_to_dict(cfg))
+    diff = config_diff(json.loads((path / "config.json").read_text()), cfg)
     if diff:
         raise ValueError(f"{path} holds a run with a different config ({'; '.join(diff[:4])}); "
                          "choose another runs_dir or move that run away")
@@ -129,21 +137,7 @@ def run_state(
     done = json.loads(latest.read_text())["epoch"] + 1 if latest.is_file() else 0
     return "finished" if done >= cfg.epochs else "partial"
 
-# %% ../nbs/16_reproduce.ipynb #bb9e764e
-def config_diff(
-    old: dict,   # a config dict (config_to_dict), e.g. the one on disk
-    new: dict,   # another
-    prefix: str = "",
-) -> list[str]:  # "field: old -> new" for each difference
-    "The fields on which two config dicts differ, nested ones by dotted name."
-    out = []
-    for k in sorted(set(old) | set(new)):
-        a, b = old.get(k, "<absent>"), new.get(k, "<absent>")
-        if isinstance(a, dict) and isinstance(b, dict): out += config_diff(a, b, f"{prefix}{k}.")
-        elif a != b: out.append(f"{prefix}{k}: {a!r} -> {b!r}")
-    return out
-
-# %% ../nbs/16_reproduce.ipynb #08fc1fb7
+# %% ../nbs/16_reproduce.ipynb #d22a91c3
 def train_runs(
     jobs,                    # (TrainConfig, run directory, resume) triples
     workers: int = 2,        # runs trained at once
@@ -177,7 +171,7 @@ def train_runs(
     if failed:
         raise RuntimeError(f"training {failed[0]} failed; the end of {_log_path(failed[0])}:\n{_tail(_log_path(failed[0]))}")
 
-# %% ../nbs/16_reproduce.ipynb #98e48a64
+# %% ../nbs/16_reproduce.ipynb #1cc771cf
 _CHILD = ("import json, sys, torch; torch.set_num_threads(int(sys.argv[4]))\n"
           "from ugttt.config import config_from_dict; from ugttt.trainer import train\n"
           "train(config_from_dict(json.load(open(sys.argv[1]))), sys.argv[2], resume=sys.argv[3] == '1', progress=False)")
@@ -200,7 +194,7 @@ def _label(path: Path) -> str: return f"{path.parent.name}/{path.name}"
 def _tail(path: Path, n: int = 15) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.is_file() else "(no log)"
 
-# %% ../nbs/16_reproduce.ipynb #1cc771cf
+# %% ../nbs/16_reproduce.ipynb #105a0b33
 def ensure_runs(
     specs,                       # RunSpecs
     runs_dir,                    # where runs live (runs_dir/<preset>/<task>/<name>)
@@ -225,7 +219,7 @@ def ensure_runs(
     train_runs(jobs, workers, progress=progress)
     return {s: load_run(paths[s]) for s in specs}
 
-# %% ../nbs/16_reproduce.ipynb #bc0fa2db
+# %% ../nbs/16_reproduce.ipynb #bb73fa4c
 def fmt_ci(
     stats,             # (mean, low, high) from analysis.mean_ci / diff_ci
     digits: int = 3,   # decimals
@@ -236,7 +230,7 @@ def fmt_ci(
     if lo is None or math.isnan(lo) or math.isnan(hi): return f"{m:.{digits}f}"
     return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
-# %% ../nbs/16_reproduce.ipynb #9baaee40
+# %% ../nbs/16_reproduce.ipynb #2bcb3ed3
 def latex_table(
     df,                # pandas DataFrame of strings (its index becomes the first column)
     caption: str,      # the caption (plain text; escaped)
@@ -250,14 +244,14 @@ def latex_table(
                       r"\toprule", *body, r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(caption)}}}",
                       rf"\label{{{label}}}", r"\end{table}", ""])
 
-# %% ../nbs/16_reproduce.ipynb #ec0f3c20
+# %% ../nbs/16_reproduce.ipynb #d229432a
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
         "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 _TEX |= {"Δ": r"$\Delta$", "ρ": r"$\rho$", "·": r"$\cdot$", "−": "$-$", "–": "--", "—": "---", "×": r"$\times$",
          "≥": r"$\geq$", "≤": r"$\leq$", "ő": r"\H{o}", "≈": r"$\approx$"}   # pdflatex has no glyphs for these
 def _tex(s: str) -> str: return "".join(_TEX.get(ch, ch) for ch in s)
 
-# %% ../nbs/16_reproduce.ipynb #caf5a144
+# %% ../nbs/16_reproduce.ipynb #0e6dee76
 def write_table(
     df,                # pandas DataFrame of formatted cells
     out_dir,           # output directory (created)
@@ -271,7 +265,7 @@ def write_table(
     (out / f"{name}.md").write_text(markdown_table(df) + f"\n\n{caption}\n")
     return [out / f"{name}.{ext}" for ext in ("csv", "tex", "md")]
 
-# %% ../nbs/16_reproduce.ipynb #0e6dee76
+# %% ../nbs/16_reproduce.ipynb #fa1c5882
 def markdown_table(df) -> str:
     "A GitHub-flavoured Markdown table of a frame of formatted cells (index as the first column)."
     esc = lambda s: str(s).replace("|", r"\|")
@@ -280,10 +274,24 @@ def markdown_table(df) -> str:
     return "\n".join(["| " + " | ".join(map(esc, cols)) + " |", "|" + "---|" * len(cols)]
                      + ["| " + " | ".join(map(esc, r)) + " |" for r in rows])
 
-# %% ../nbs/16_reproduce.ipynb #878a2136
+# %% ../nbs/16_reproduce.ipynb #cd553b09
 COLORS = dict(baseline="#7f7f7f", ugttt="#6a3d9a", no_nnm="#e66101")
 LABELS = dict(baseline="TTT-Discover (baseline)", ugttt="UG-TTT", no_nnm="UG-TTT without NNM")
 TASK_TITLES = dict(ac1="AC1 (1/C1, higher is better)", ac2="AC2 (C2)", cp26="CP26 (sum of radii)", erdos="Erdős (1/C5, higher is better)")
+
+def task_title(task: str) -> str:
+    "A panel or row title: the built-in task's short title, or your own task's `title` (its reward is the bound's direction)."
+    return TASK_TITLES[task] if task in TASK_TITLES else get_task(task).title
+
+def paper_tasks(
+    tasks,        # the notebook's tasks
+    what: str,    # the notebook, for the message
+) -> list:        # the tasks, unchanged
+    "Refuse tasks the paper reports no numbers for, in a notebook that compares with the paper's per-task numbers."
+    other = [t for t in tasks if t not in TASK_NAMES]
+    if other: raise ValueError(f"{what} compares each task with the paper's numbers, which exist for {', '.join(TASK_NAMES)} only, "
+                               f"not {other[0]!r}; your own problems run through table1 and figure2")
+    return list(tasks)
 
 def band(
     ax,                 # a matplotlib Axes
@@ -301,7 +309,7 @@ def band(
     ax.plot(x, mean, color=COLORS[method], lw=2, marker="o", ms=3, label=f"{label or LABELS[method]} (n={n})")
     if n > 1: ax.fill_between(x, lo, hi, color=COLORS[method], alpha=0.2, lw=0)
 
-# %% ../nbs/16_reproduce.ipynb #cd553b09
+# %% ../nbs/16_reproduce.ipynb #2dcd32b3
 def save_figure(
     fig,            # a matplotlib Figure
     out_dir,        # output directory (created)
@@ -313,7 +321,7 @@ def save_figure(
     fig.savefig(out / f"{name}.png", dpi=200, bbox_inches="tight")
     return [out / f"{name}.pdf", out / f"{name}.png"]
 
-# %% ../nbs/16_reproduce.ipynb #2dcd32b3
+# %% ../nbs/16_reproduce.ipynb #563d1d70
 def provenance(
     params: dict,    # the notebook's parameters
 ) -> dict:           # versions, machine, commit, time
@@ -328,7 +336,7 @@ def provenance(
     return dict(parameters=params, versions=versions, machine=machine, git_commit=_git_commit(),
                 time_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
-# %% ../nbs/16_reproduce.ipynb #804bd5d0
+# %% ../nbs/16_reproduce.ipynb #b34bbebc
 def _memory_gib() -> float | None:
     "Physical memory in GiB (None where the OS does not say)."
     try: return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
@@ -346,7 +354,7 @@ def _git_commit() -> str | None:
         return r.stdout.strip() or None if r.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, NameError): return None
 
-# %% ../nbs/16_reproduce.ipynb #b34bbebc
+# %% ../nbs/16_reproduce.ipynb #65a4b33c
 def write_headline(
     numbers: dict,    # the notebook's headline numbers (nested dicts, lists, floats)
     params: dict,     # its parameters
@@ -359,7 +367,7 @@ def write_headline(
     path.write_text(json.dumps(_nan_to_none(dict(results=numbers, **provenance(params))), indent=1, allow_nan=False))
     return path
 
-# %% ../nbs/16_reproduce.ipynb #d58647ee
+# %% ../nbs/16_reproduce.ipynb #4df19dd4
 def _nan_to_none(x):
     "Replace NaN and infinities by None, recursively (strict JSON)."
     if isinstance(x, dict): return {k: _nan_to_none(v) for k, v in x.items()}

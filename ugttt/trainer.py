@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np
 import torch
-from .config import TrainConfig, config_from_dict, config_to_dict
+from .config import TrainConfig, config_diff, config_from_dict, config_to_dict
 from .families import family_entropy, label_family
 from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, score_rollouts
 from .puct import PUCTSampler
@@ -121,10 +121,9 @@ def check_run_dir(
                               "a new directory: an existing run is never overwritten")
     if resume:
         if not (out / "config.json").is_file(): raise FileNotFoundError(f"cannot resume: {out} holds no run (no config.json)")
-        saved = config_from_dict(json.loads((out / "config.json").read_text()))
-        if saved != cfg:
-            diff = [k for k, v in config_to_dict(cfg).items() if config_to_dict(saved).get(k) != v]
-            raise ValueError(f"cannot resume {out} with a different config (differs in: {', '.join(diff)}); resume with the "
+        diff = config_diff(json.loads((out / "config.json").read_text()), cfg)   # operational fields may differ
+        if diff:
+            raise ValueError(f"cannot resume {out} with a different config (differs in: {'; '.join(diff[:4])}); resume with the "
                              "run's own config.json (ugttt.config.config_from_dict, or `ugttt train --config` on it)")
 
 # %% ../nbs/13_trainer.ipynb #c3256aba
