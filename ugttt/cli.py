@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     "task, method, preset, --config and a flag per config field, shared by train and plan."
-    p.add_argument("--task", choices=TASK_NAMES, help="the benchmark (default cp26)")
+    p.add_argument("--task", metavar="TASK", help=f"a benchmark ({', '.join(TASK_NAMES)}; default cp26) or your own problem "
+                   "as package.module:attr (nbs/18_your_problem)")
     p.add_argument("--method", choices=METHODS, help="ugttt (the full method), baseline (TTT-Discover) or no_nnm (default ugttt)")
     p.add_argument("--preset", choices=tuple(TRAIN_PRESETS), help="tiny (embedded model, CPU) or paper (Qwen3-8B, GPU); default tiny")
     p.add_argument("--config", type=Path, help="a JSON or YAML file of config fields; the flags override it")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             print(format_plan(plan(cfg, args.gpu_gib))); return 0
         from ugttt.trainer import check_run_dir, train
         check_run_dir(cfg, args.out, args.resume)
-    except (ValueError, TypeError, FileExistsError, FileNotFoundError) as e:   # input problems, found before any compute
+    except (ValueError, TypeError, ImportError, FileExistsError, FileNotFoundError) as e:   # input problems and missing extras, before any compute
         sys.stderr.write(f"ugttt: error: {e}\n"); return 2
     train(cfg, args.out, resume=args.resume, progress=not args.quiet)
     return 0
