@@ -61,18 +61,11 @@ reproduce: table1
 	cd reproduce && for nb in table2 table3 table4 figure1 figure2 figure3; do \
 	  ../$(BIN)/papermill $$nb.ipynb out/$$nb.ipynb --no-progress-bar $(P) || exit 1; done
 
-# speed and memory figures (printed, not asserted): MI kernel memory and in-place buffers, sandbox throughput,
-# embedded model quality, ensemble scoring and generation, update memory, seconds per training epoch, parallel reproduce runs
+# speed and memory figures (printed, never asserted): every bench/ script, then one table of headline figures, each
+# with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 30 min on 2 cores;
+# `make bench B=--quick` for short settings. bench/gpu_smoke.py measures only where a CUDA GPU is present.
 bench: install
-	$(BIN)/python bench/mi_memory.py
-	$(BIN)/python bench/inplace_buffers.py
-	$(BIN)/python bench/sandbox_throughput.py
-	$(BIN)/python bench/default_model_quality.py
-	$(BIN)/python bench/policy_scoring.py
-	$(BIN)/python bench/policy_generation.py
-	$(BIN)/python bench/update_memory.py
-	$(BIN)/python bench/trainer_epoch.py
-	$(BIN)/python bench/reproduce_parallel.py
+	$(BIN)/python bench/run_all.py $(B)
 
 clean:
 	rm -rf _proc .pytest_cache reproduce/out

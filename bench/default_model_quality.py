@@ -99,6 +99,10 @@ def main():
               f"{r['best_known']:.4f} | {r['thinking_first']}/{r['n']} |")
     for task, r in report.items():
         if r["errors"]: print(f"{task} failures: {r['errors']}")
+    from report import record
+    record("default_model_quality.py", "embedded model: generation, batch of 8", thr["tokens_per_s"], "tokens/s")
+    for task, r in report.items():
+        record("default_model_quality.py", f"embedded model: correct programs at the {task} root", 100 * r["correct"] / r["n"], "%")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"import_s": import_s, "load_s": load_s, "reload_s": reload_s, "throughput": thr,

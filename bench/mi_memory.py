@@ -93,6 +93,10 @@ def main() -> None:
         print(f'{r["mode"]:>8}: peak extra {gb(r["extra_bytes"])}   time {r["secs"]:6.1f}s   mean MI {r["mi_mean"]:.6f}')
     print(f'   ratio naive/chunked: memory {n["extra_bytes"] / c["extra_bytes"]:.2f}x, time {n["secs"] / c["secs"]:.2f}x')
     print(f'\nmemory method: {c["method"]}, each measurement in a fresh subprocess')
+    from report import record
+    record('mi_memory.py', f'chunked MI kernel: peak extra memory, T={T}', c['extra_bytes'] / 2**20, 'MiB',
+           'naive (K, T, V) logits', n['extra_bytes'] / 2**20)
+    record('mi_memory.py', f'chunked MI kernel: time, T={T}', c['secs'], 's', 'naive (K, T, V) logits', n['secs'])
 
 
 if __name__ == '__main__':

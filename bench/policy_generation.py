@@ -59,6 +59,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     from ugttt.policy import LoRAEnsemble, PolicyConfig, encode_prompt, load_base_model
+    from report import record
     from ugttt.tasks import get_task
 
     cfg = PolicyConfig.preset("tiny", n_adapters=args.K, seed=args.seed)
@@ -84,6 +85,8 @@ def main():
             ens_tps.append(n_e / dt_e); plain_tps.append(n_p / dt_p); ratio.append((n_p / dt_p) / (n_e / dt_e))
         print(f"{G:>3} | {statistics.median(lens):8.1f} {L:>8} | {statistics.median(ens_tps):14.0f} "
               f"{statistics.median(plain_tps):14.0f} | {statistics.median(ratio):.2f}")
+        record("policy_generation.py", f"ensemble generation, G={G}, K={args.K}", statistics.median(ens_tps), "tokens/s",
+               "plain HF generate", statistics.median(plain_tps))
     print("ens tok/row: median over repetitions of the mean new tokens per rollout (sampled + forced); plain L: new "
           "tokens per row of every plain run, the mean of one extra ensemble group (seed + reps)")
 

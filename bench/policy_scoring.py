@@ -165,7 +165,11 @@ def main():
     print(f"policy scoring bench: embedded model (preset tiny, float32, CPU), torch {torch.__version__}, "
           f"threads = {torch.get_num_threads()}, seed = {args.seed}, K in {args.ks}, T in {args.lengths}, reps = {args.reps}")
     gen = torch.Generator().manual_seed(args.seed)
-    bench_mi(ens_by_k, args.lengths, args.batch, args.reps, 3 * args.reps, gen)
+    rows = bench_mi(ens_by_k, args.lengths, args.batch, args.reps, 3 * args.reps, gen)
+    from report import record
+    r = max(rows, key=lambda r: (r["K"], r["T"]))
+    record("policy_scoring.py", f"scoring with token MI, K={r['K']}, T={r['T']}, B={args.batch}", 1e3 * r["whole_mi"], "ms",
+           "scoring with log-probs only", 1e3 * r["whole_lp"])
     V = next(iter(ens_by_k.values())).model.get_base_model().get_output_embeddings().weight.shape[0]
     bench_head_dim(args.head_dims, max(args.ks), 128, V, args.reps, gen, cfg.chunk_size)
 

@@ -54,6 +54,9 @@ def main() -> None:
         print(f"  {name:10s} ({cfg:22s}) wall {min(walls):7.1f} s   summed epoch seconds per run (ugttt s0 s1, baseline s0 s1): {own}")
     ratio = min(w for w, _ in seq) / min(w for w, _ in par)
     print(f"  speed-up of parallel over sequential: {ratio:.2f}x   (load average after {os.getloadavg()[0]:.2f})")
+    from report import record
+    record("reproduce_parallel.py", f"4 tiny runs, 2 workers x {max(1, cores // 2)} thread(s)", min(w for w, _ in par), "s",
+           f"1 worker x {cores} threads", min(w for w, _ in seq))
 
 
 if __name__ == "__main__":

@@ -90,6 +90,10 @@ def main() -> dict:
     print(f"sandbox throughput, {a.workers} workers, trivial / numpy:  {res['sandbox_programs_per_s']:.0f} / {res['sandbox_numpy_programs_per_s']:.0f} programs/s")
     print(f"fresh interpreter, import numpy, scipy:          {res['fresh_numpy_scipy_ms']:.0f} ms  -> ratio {res['ratio_vs_numpy_scipy']:.1f}x")
     print(f"fresh interpreter, same preloads as the zygote:  {res['fresh_preload_ms']:.0f} ms  -> ratio {res['ratio_vs_preload']:.1f}x")
+    from report import record
+    record('sandbox_throughput.py', 'sandbox: per-program overhead, median', res['sandbox_overhead_ms'], 'ms',
+           'a fresh interpreter with the same preloads', res['fresh_preload_ms'])
+    record('sandbox_throughput.py', f'sandbox: trivial programs, {a.workers} workers', res['sandbox_programs_per_s'], 'programs/s')
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(res, indent=1))

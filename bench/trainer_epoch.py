@@ -77,6 +77,10 @@ def main():
     print("(seconds) setup, model load and sandbox start: " + ", ".join(f"{m} {s:.1f} s" for m, s in setup.items()))
     print("load average after:  %.2f %.2f %.2f" % os.getloadavg())
     which = "epoch 2" if epochs == 2 else "epoch 1, with warm-up"
+    from report import record
+    for method, s in steady.items():
+        record("trainer_epoch.py", f"tiny epoch ({which}), {method} on {a.task}", s, "s",
+               "baseline" if method != "baseline" and "baseline" in steady else "", steady.get("baseline") if method != "baseline" else None)
     for method, s in steady.items():
         print(f"target <= {TARGET_S:.0f} s per epoch ({which}, epoch + ckpt), {method}: {s:.1f} s, "
               f"{'holds' if s <= TARGET_S else 'does NOT hold'}")

@@ -122,6 +122,14 @@ def main():
                   + (f" | {s['gpu_mib']:10.1f} MiB" if gpu else "") + f" | {s['n_kept']}")
     print(f"\nmemory method: {r0['steps'][0]['method']}, each configuration in a fresh spawned process; "
           "step 1 is cold (AdamW state, one-time library initialisation); later steps are the steady state")
+    from report import record
+    by = {(tb, chunk): r for tb, chunk, r in rows}
+    tb, lo, hi = min(args.train_batch), min(args.chunk), max(args.chunk)
+    if lo != hi:   # the chunked LM head: peak memory of a steady-state step at a small chunk against a large one
+        record("update_memory.py", f"update step: peak extra RSS, chunk_size {lo}, train_batch {tb}", by[tb, lo]["steps"][-1]["rss_mib"],
+               "MiB", f"chunk_size {hi}", by[tb, hi]["steps"][-1]["rss_mib"])
+    record("update_memory.py", f"update step: time, K={args.K}, G={args.G}, train_batch {tb}, chunk_size {hi}",
+           by[tb, hi]["steps"][-1]["secs"], "s")
 
 
 if __name__ == "__main__":
