@@ -19,7 +19,8 @@ from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_che
 __all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble',
            'peft_deprecation_silenced', 'lora_layers', 'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden',
            'member_hidden', 'sequence_scores', 'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group',
-           'window_scores', 'RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs']
+           'window_scores', 'RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs',
+           'training_mode']
 
 # %% ../nbs/09_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -51,6 +52,7 @@ class PolicyConfig:
     scoring: str = "mixed"              # "mixed": one forward with a per-row adapter name; "loop": one forward per adapter
     mi_positions: str = "completion"    # U_i over the sampled tokens (paper, App. C); "all": every predicted position, prompt included (reference)
     top_frac: float = 0.07              # U_i = mean of the top 7% token MI (Eq. 3)
+    gradient_checkpointing: bool = False  # recompute each decoder layer in the training backward instead of keeping its activations (paper preset: on)
 
     def __post_init__(self): _check_policy_config(self)
 
@@ -62,7 +64,8 @@ class PolicyConfig:
 
 # %% ../nbs/09_policy.ipynb #49ac5214
 POLICY_PRESETS = dict(
-    paper=dict(),
+    # Gradient checkpointing: a 26k-token training forward of Qwen3-8B keeps ~150 GiB of activations otherwise (17_plan).
+    paper=dict(gradient_checkpointing=True),
     # The embedded model thinks for 18-39 tokens and writes 75-116 in all: the cap at 24 closes about half the
     # rollouts by force, and the transition is the "</think>\n" it was trained on.
     tiny=dict(model="default", dtype="float32", device="cpu", n_adapters=3, seed=0, think_cap=24, code_budget=160,
@@ -75,6 +78,7 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 
 def _check_policy_config(c: PolicyConfig) -> None:
     "Raise a ValueError naming the first field of a PolicyConfig that is out of range."
+    if not isinstance(c.gradient_checkpointing, bool): raise ValueError(f"gradient_checkpointing must be a bool, got {c.gradient_checkpointing!r}")
     def pos_int(name, v, allow_none=False):
         if v is None and allow_none: return
         if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
@@ -155,6 +159,8 @@ class LoRAEnsemble:
         for name in self.names[1:]: self.model.add_adapter(name, lora)
         self.model.set_requires_grad(self.names, True)   # add_adapter leaves only the first one trainable
         init_adapters(self, cfg.seed, cfg.b_init_std, cfg.identical_init)
+        if cfg.gradient_checkpointing:   # non-reentrant: no input needs requires_grad, and dropout's RNG is replayed exactly
+            self.model.get_base_model().activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         self.model.eval()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.stop_ids = _stop_ids(self.model, tokenizer)
@@ -623,19 +629,29 @@ def adapter_logprobs(
 ) -> Tensor:                 # (B, T) log pi_k(token t | tokens < t) with gradient into adapter k; 0 in column 0 and on padding
     "Training forward of adapter k alone (LoRA dropout on): differentiable realised-token log-probs, LM head chunk by chunk."
     weight, bias = _lm_head(ens)
-    with _training(ens, k):
+    if ens.cfg.gradient_checkpointing:
+        if not ens.model.training:   # the backward recomputes the forward: in eval mode its dropout would differ
+            raise RuntimeError("with gradient_checkpointing, run adapter_logprobs and its backward inside "
+                               "`with training_mode(ens, k):`, which keeps LoRA dropout on until the backward has run")
+        prefix_len = 0               # checkpointed layers keep no KV cache: no prefix sharing
+    with training_mode(ens, k):
         hidden = last_hidden(ens, input_ids, attention_mask, prefix_len=prefix_len)   # (B, T, D)
         n = [m - 1 for m in attention_mask.sum(-1).tolist()]                     # predicted positions per row
         lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
                                     torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
     return torch.stack([F.pad(part, (1, input_ids.shape[1] - 1 - m)) for part, m in zip(torch.split(lp, n), n)])
 
-# %% ../nbs/09_policy.ipynb #492891c9
+# %% ../nbs/09_policy.ipynb #2c3c94f8
 @contextmanager
-def _training(ens: LoRAEnsemble, k: int):
-    "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); eval after."
+def training_mode(
+    ens: LoRAEnsemble,
+    k: int,              # the adapter being trained
+):
+    "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); the previous mode after."
+    was_training = ens.model.training
     ens.model.train()
     ens.model.set_adapter(ens.names[k])
     ens.model.set_requires_grad(ens.names, True)
     try: yield
-    finally: ens.model.eval()
+    finally:
+        if not was_training: ens.model.eval()

@@ -12,7 +12,8 @@ from torch import Tensor
 from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
 from .loss import adapter_loss_term, clipped_surrogate, kept_rollouts, kl_token_advantages, nnm_term, token_mean
 from .regularizer import nnm_loss
-from .policy import LoRAEnsemble, Rollouts, RolloutScores, a_stacks, adapter_logprobs, adapter_parameters, lora_layers
+from .policy import (LoRAEnsemble, Rollouts, RolloutScores, a_stacks, adapter_logprobs, adapter_parameters, lora_layers,
+                          training_mode)
 
 # %% auto #0
 __all__ = ['UpdateConfig', 'group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward',
@@ -119,11 +120,12 @@ def policy_backward(
             take = lambda x, fill=0: torch.stack([_row(x(j)[i], L, fill) for j, i in batch])   # (b, L)
             ids, am, m = take(lambda j: r[j][0]), take(lambda j: r[j][1]), take(lambda j: r[j][2])
             prompt = groups[batch[0][0]].rollouts.prompt_len                                # shared by the batch's rows
-            lp = adapter_logprobs(ens, k, ids, am, prefix_len=prompt)                       # (b, L), grad into adapter k
-            lp_old = take(lambda j: old[j])
-            per = -token_mean(clipped_surrogate(lp, lp_old, take(lambda j: adv_tok[j]), m, cfg.clip_eps), m)   # (b,) L_ik
-            term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
-            term.backward()                                                                 # frees this graph
+            with training_mode(ens, k):           # through the backward: gradient checkpointing recomputes the forward
+                lp = adapter_logprobs(ens, k, ids, am, prefix_len=prompt)                   # (b, L), grad into adapter k
+                lp_old = take(lambda j: old[j])
+                per = -token_mean(clipped_surrogate(lp, lp_old, take(lambda j: adv_tok[j]), m, cfg.clip_eps), m)   # (b,) L_ik
+                term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
+                term.backward()                                                             # frees this graph
             total += float(term.detach())
             if m.any(): dev_max = max(dev_max, float((lp.detach() - lp_old)[m].exp().sub(1).abs().max()))
         losses.append(total)
