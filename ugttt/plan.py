@@ -72,8 +72,10 @@ class Plan:
     parameters: dict            # base, per_adapter, adapters, n_adapters
     memory: dict                # component -> bytes
     phases: dict                # generation / scoring / training -> bytes on top of the resident part
-    peak_bytes: int             # resident + the largest phase
+    peak_bytes: int             # resident + the largest phase, training as the config runs it
+    peak_bytes_full: int        # the same if training kept every activation (no gradient checkpointing)
     peak_bytes_checkpointed: int  # the same if training recomputed activations (gradient checkpointing)
+    checkpointing: bool         # policy.gradient_checkpointing
     epoch: dict                 # rollouts, max_tokens_per_rollout, max_generated_tokens, scoring and training token-forwards
     gpu_gib: float | None = None          # the GPU size judged against
     fits: bool | None = None              # peak <= GPU memory
@@ -96,16 +98,17 @@ def plan(
                   scoring_hidden=p.score_batch * K * C * D * b,
                   activations=p.train_batch * 34 * C * D * L,
                   activations_checkpointed=p.train_batch * (C * D * L * b + 34 * C * D))
+    ck = p.gradient_checkpointing
     phases = dict(generation=memory["kv_cache"], scoring=memory["mi_buffers"] + memory["scoring_hidden"],
-                  training=memory["activations"])
+                  training=memory["activations_checkpointed" if ck else "activations"])
     resident = memory["weights"] + memory["adapter_states"]
-    peak = resident + max(phases.values())
+    peak_full = resident + max(phases["generation"], phases["scoring"], memory["activations"])
     peak_ck = resident + max(phases["generation"], phases["scoring"], memory["activations_checkpointed"])
     new = _max_new_tokens(cfg)
     rollouts = cfg.groups_per_epoch * G
     epoch = dict(rollouts=rollouts, max_tokens_per_rollout=new, max_generated_tokens=rollouts * new,
                  scoring_token_forwards=K * rollouts * new, training_token_forwards=K * rollouts * new)
-    out = Plan(p.model, n, memory, phases, peak, peak_ck, epoch, gpu_gib)
+    out = Plan(p.model, n, memory, phases, peak_ck if ck else peak_full, peak_full, peak_ck, ck, epoch, gpu_gib)
     if gpu_gib is not None: _verdict(out, gpu_gib * 2**30)
     return out
 
@@ -123,8 +126,9 @@ def _verdict(out: Plan, gpu_bytes: float) -> None:
     resident = out.memory["weights"] + out.memory["adapter_states"]
     for phase, extra in out.phases.items():
         if resident + extra > gpu_bytes: out.notes.append(f"{phase} needs {_gib(resident + extra)} GiB of {_gib(gpu_bytes)}")
-    if out.peak_bytes_checkpointed <= gpu_bytes:
-        out.notes.append(f"with gradient checkpointing (not offered yet) the peak would be {_gib(out.peak_bytes_checkpointed)} GiB")
+    if not out.checkpointing and out.peak_bytes_checkpointed <= gpu_bytes:
+        out.notes.append(f"with gradient checkpointing (--policy.gradient_checkpointing true) the peak would be "
+                         f"{_gib(out.peak_bytes_checkpointed)} GiB")
 
 def _gib(x: float) -> str: return f"{x / 2**30:.1f}"
 
@@ -141,9 +145,11 @@ def format_plan(
     labels = dict(weights="frozen weights", adapter_states="adapters + grads + AdamW (fp32)", kv_cache="KV cache (generation)",
                   mi_buffers="MI kernel buffers (scoring)", scoring_hidden="members' hidden states (scoring)",
                   activations="training activations (estimate)", activations_checkpointed="  with gradient checkpointing")
-    lines += [f"  {labels[k]:38s}{g(v)}" for k, v in m.items()]
-    lines += [f"  {'peak (resident + largest phase)':38s}{g(pl.peak_bytes)}",
-              f"  {'peak with gradient checkpointing':38s}{g(pl.peak_bytes_checkpointed)}",
+    used = "activations_checkpointed" if pl.checkpointing else "activations"
+    lines += [f"  {labels[k]:38s}{g(v)}" + ("   <- this run" if k == used else "") for k, v in m.items()]
+    lines += [f"  {'peak (resident + largest phase)':38s}{g(pl.peak_bytes)}   (gradient checkpointing "
+              f"{'on' if pl.checkpointing else 'off'}; {'off' if pl.checkpointing else 'on'}: "
+              f"{(pl.peak_bytes_full if pl.checkpointing else pl.peak_bytes_checkpointed) / 2**30:.2f} GiB)",
               f"epoch: {e['rollouts']} rollouts of at most {e['max_tokens_per_rollout']:,} tokens "
               f"({e['max_generated_tokens']:,} generated; {e['scoring_token_forwards']:,} token-forwards to score, "
               f"{e['training_token_forwards']:,} to train)"]
