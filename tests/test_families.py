@@ -353,7 +353,7 @@ def test_broken_and_odd_code():
 def test_errors():
     test_fail(lambda: label_family('circle', 'x'), contains='valid tasks: ac1, ac2, cp26, erdos')
     test_fail(lambda: label_family('ac1', b'x = 1'), contains='code must be a str, got bytes')
-    test_fail(lambda: label_family(1, 'x = 1'), contains='task must be a str, got int')
+    test_fail(lambda: label_family(1, 'x = 1'), contains='task must be a task name or a Task, got int')
     test_fail(lambda: matching_families('ac1', ['x = 1']), contains='code must be a str, got list')
     test_fail(lambda: has_winning_motif('ac5', 'x = 1'), contains="unknown task 'ac5'")
     test_fail(lambda: family_entropy('abc'), contains='not a single str')

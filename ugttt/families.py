@@ -146,12 +146,12 @@ FAMILIES: dict[str, tuple[str, ...]] = {t: tuple(dict.fromkeys(r.family for r in
                                         for t, rs in RULES.items()}
 
 
-def label_family(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
+def label_family(task, # 'ac1', 'ac2', 'cp26', 'erdos', or a Task (your own problem's rules are its `family_rules`)
                  code: str, # the program (the extracted code of a rollout; '' when it has none)
                 ) -> str:
     "The family of the first rule of `task` that matches `code`, else 'other' (paper §3, Setup)."
-    key, f = _task_features(task, code)
-    return next((r.family for r in RULES[key] if r.test(f)), 'other')
+    rules, f = _task_features(task, code)
+    return next((r.family for r in rules if r.test(f)), 'other')
 
 # %% ../nbs/07_families.ipynb #eb0d409d
 def _task_key(task: str,  # a task name as the caller wrote it
@@ -163,21 +163,31 @@ def _task_key(task: str,  # a task name as the caller wrote it
     return key
 
 
-def _task_features(task: str,  # a task name
+def _task_rules(task,  # a task name, or a Task (duck-typed: this module does not import ugttt.tasks)
+               ) -> tuple[Rule, ...]:
+    "The ordered rules of a built-in task name, of a built-in Task, or of your own Task's `family_rules`."
+    if isinstance(task, str): return RULES[_task_key(task)]
+    if not (hasattr(task, 'family_rules') and hasattr(task, 'name')):
+        raise TypeError(f'task must be a task name or a Task, got {type(task).__name__}')
+    if not task.family_rules and task.name in RULES: return RULES[task.name]
+    return tuple(task.family_rules)
+
+
+def _task_features(task,       # a task name or a Task
                    code: str,  # a program
-                  ) -> tuple[str, CodeFeatures]:
-    "The key of `task` and the features of `code`, after checking that `code` is a str."
-    key = _task_key(task)
+                  ) -> tuple[tuple[Rule, ...], CodeFeatures]:
+    "The rules of `task` and the features of `code`, after checking that `code` is a str."
+    rules = _task_rules(task)
     if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')
-    return key, code_features(code)
+    return rules, code_features(code)
 
 # %% ../nbs/07_families.ipynb #3cce8103
 def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                       code: str, # the program
                      ) -> tuple[str, ...]:
     "Every family of `task` with a rule that matches `code`, in rule order (the first is `label_family`'s answer)."
-    key, f = _task_features(task, code)
-    return tuple(dict.fromkeys(r.family for r in RULES[key] if r.test(f)))
+    rules, f = _task_features(task, code)
+    return tuple(dict.fromkeys(r.family for r in rules if r.test(f)))
 
 # %% ../nbs/07_families.ipynb #d4bb5978
 WINNING_MOTIFS: dict[str, tuple[str, ...]] = {
@@ -192,7 +202,9 @@ def has_winning_motif(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                       code: str, # the program
                      ) -> bool:
     "Whether `code` contains the paper's winning motif of `task` (App. G), i.e. one of its `WINNING_MOTIFS` rules matches."
-    key, f = _task_features(task, code)
+    key = _task_key(task)                      # the paper's four problems only: App. G names their motifs
+    if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')
+    f = code_features(code)
     return any(r.test(f) for r in RULES[key] if r.name in WINNING_MOTIFS[key])
 
 # %% ../nbs/07_families.ipynb #07bbdeb9
@@ -200,6 +212,6 @@ def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
                      ) -> str:
     "The ordered rules of `task` as a markdown table: #, rule, family, what it matches."
     rows = [f'| {i} | `{r.name}` | `{r.family}` | {r.description.replace("|", "/")} |'
-            for i, r in enumerate(RULES[_task_key(task)], 1)]
+            for i, r in enumerate(_task_rules(task), 1)]
     return '\n'.join(['| # | rule | family | matches |', '|---|---|---|---|', *rows,
                       f'| {len(rows) + 1} | | `other` | anything else |'])

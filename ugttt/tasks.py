@@ -19,7 +19,8 @@ from .scoring import (
 
 # %% auto #0
 __all__ = ['TASK_NAMES', 'COMPACT_PROGRAM_MARKER', 'THINK_START', 'THINK_END', 'STDOUT_TAIL_CHARS', 'MAX_PROGRAM_CHARS', 'TASKS',
-           'State', 'Evaluation', 'Task', 'get_task', 'extract_program', 'verifier_source', 'program_source']
+           'State', 'Evaluation', 'Task', 'get_task', 'check_task', 'extract_program', 'verifier_source',
+           'program_source']
 
 # %% ../nbs/05_tasks.ipynb #dccf75f3
 TASK_NAMES = ("ac1", "ac2", "cp26", "erdos")
@@ -63,7 +64,7 @@ class Evaluation:
 @dataclass(frozen=True)
 class Task:
     "One benchmark: constants, scoring, root state, prompts and program evaluation."
-    name: str                      # "ac1" | "ac2" | "cp26" | "erdos"
+    name: str                      # "ac1" | "ac2" | "cp26" | "erdos", or your own problem's name (18_your_problem)
     entry_point: str               # the function a program must define (called with no arguments)
     direction: str                 # "min" | "max": which way the bound improves
     best_known: float              # best reproduced bound (docs/benchmarks.md)
@@ -79,7 +80,8 @@ class Task:
     scorer: Callable = field(repr=False)                  # score_ac1 / score_ac2 / score_cp26 / score_erdos
     root: Callable | None = field(default=None, repr=False)   # rng -> a returned value scored as the root; None: empty root
     helpers: tuple = field(default=(), repr=False)        # verifier functions prepended to programs
-    aliases: tuple = field(default=(), repr=False)        # extra header lines (reference names)
+    aliases: tuple = field(default=(), repr=False)        # extra header lines (reference names, constants the helpers use)
+    family_rules: tuple = field(default=(), repr=False)   # your own problem's family rules (ugttt.families.Rule); built-ins: ugttt.families.RULES
 
     def score(self, result, strict: bool = False) -> Score:
         "Pure scoring of what a program returned (lists or arrays); never raises."
@@ -178,15 +180,81 @@ TASKS = {
 }
 
 # %% ../nbs/05_tasks.ipynb #bd6f8d4d
+_RESOLVED: dict = {}   # entry point -> its checked Task, for this process
+
 def get_task(
-    name: str,   # one of TASK_NAMES
+    name: str,   # one of TASK_NAMES, or "package.module:attr" naming your own Task
 ) -> Task:
-    "The Task called `name`; ValueError listing the valid names otherwise."
-    if not isinstance(name, str) or name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}")
-    return TASKS[name]
+    "The Task called `name` (a built-in name or an entry point); ValueError saying what is wrong otherwise."
+    if isinstance(name, str) and name in TASKS: return TASKS[name]
+    if not isinstance(name, str) or ":" not in name:
+        raise ValueError(f"unknown task {name!r}; valid tasks: {', '.join(TASK_NAMES)}, or your own problem as "
+                         "'package.module:attr'")
+    if name not in _RESOLVED: _RESOLVED[name] = _load_task(name)
+    return _RESOLVED[name]
+
+# %% ../nbs/05_tasks.ipynb #f50549c4
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+def _load_task(
+    spec: str,   # "package.module:attr", attr possibly dotted
+) -> Task:       # the checked Task
+    "Import an entry point and return its checked Task; ValueError naming the entry point and the problem otherwise."
+    import importlib
+    module, _, attr = spec.partition(":")
+    if not (_DOTTED.fullmatch(module) and _DOTTED.fullmatch(attr)):
+        raise ValueError(f"task {spec!r} is not an entry point 'package.module:attr'")
+    try: obj = importlib.import_module(module)
+    except ModuleNotFoundError as e: raise ValueError(f"task {spec!r}: cannot import {module!r} ({e}); is its package installed "
+                                                      "or on PYTHONPATH?") from None
+    except Exception as e: raise ValueError(f"task {spec!r}: importing {module!r} failed: {type(e).__name__}: {e}") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part): raise ValueError(f"task {spec!r}: {obj.__name__ if hasattr(obj, '__name__') else module!r} has no attribute {part!r}")
+        obj = getattr(obj, part)
+    if not isinstance(obj, Task) and callable(obj):
+        try: obj = obj()
+        except Exception as e: raise ValueError(f"task {spec!r}: calling it failed: {type(e).__name__}: {e}") from e
+    if not isinstance(obj, Task): raise ValueError(f"task {spec!r} is a {type(obj).__name__}, not a ugttt.tasks.Task")
+    return check_task(obj)
 
 # %% ../nbs/05_tasks.ipynb #5b4aab97
+def check_task(
+    task: Task,   # a task, typically your own
+) -> Task:        # the same task
+    "Raise a ValueError naming the first field of `task` that is wrong; return the task."
+    from ugttt.families import Rule
+    bad = lambda field, why: ValueError(f"task {getattr(task, 'name', '?')!r}: {field} {why}")
+    if not isinstance(task, Task): raise TypeError(f"expected a ugttt.tasks.Task, got {type(task).__name__}")
+    if not isinstance(task.name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", task.name):
+        raise bad("name", "must be a non-empty name of letters, digits, '_', '.' or '-'")
+    if task.name in TASKS and TASKS[task.name] is not task: raise bad("name", f"shadows the built-in task {task.name!r}")
+    for f in ("entry_point",) + (("warm_start",) if task.warm_start is not None else ()):
+        v = getattr(task, f)
+        if not (isinstance(v, str) and v.isidentifier()): raise bad(f, f"must be a Python identifier, got {v!r}")
+    if task.direction not in ("min", "max"): raise bad("direction", f"must be 'min' or 'max', got {task.direction!r}")
+    for f in ("best_known", "target"):
+        v = getattr(task, f)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v): raise bad(f, f"must be a finite number, got {v!r}")
+    for f in ("bound_name", "title", "problem", "returns", "returns_short", "unit"):
+        if not (isinstance(getattr(task, f), str) and getattr(task, f).strip()): raise bad(f, "must be a non-empty str")
+    if isinstance(task.digits, bool) or not isinstance(task.digits, int) or not 0 <= task.digits <= 17: raise bad("digits", "must be an int in 0..17")
+    if not callable(task.scorer): raise bad("scorer", "must be callable as scorer(result, strict) -> Score")
+    if task.root is not None and not callable(task.root): raise bad("root", "must be None or callable as root(rng)")
+    if not (isinstance(task.helpers, tuple) and all(inspect.isfunction(h) for h in task.helpers)):
+        raise bad("helpers", "must be a tuple of functions")
+    if not (isinstance(task.aliases, tuple) and all(isinstance(a, str) for a in task.aliases)): raise bad("aliases", "must be a tuple of str")
+    if not (isinstance(task.family_rules, tuple) and all(isinstance(r, Rule) for r in task.family_rules)):
+        raise bad("family_rules", "must be a tuple of ugttt.families.Rule")
+    try: compile(verifier_source(task), f"<verifier of {task.name}>", "exec")
+    except (OSError, TypeError, SyntaxError) as e:
+        raise bad("helpers", f"do not make a verifier header: {type(e).__name__}: {e} (helpers must be top-level functions "
+                  "whose source file is readable)") from None
+    if task.root is not None:
+        try: task.initial_state()
+        except Exception as e: raise bad("root", f"does not give a valid construction: {e}") from None
+    return task
+
+# %% ../nbs/05_tasks.ipynb #e8733fd6
 _PYTHON_BLOCK = re.compile(r"```python[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", re.DOTALL)   # body ends at a fence opening a line
 _ANY_BLOCK = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", re.DOTALL)
 
@@ -200,7 +268,7 @@ def extract_program(
     blocks = _PYTHON_BLOCK.findall(text) or _ANY_BLOCK.findall(text)
     return (blocks[-1] if blocks else text).strip()
 
-# %% ../nbs/05_tasks.ipynb #6e4ce845
+# %% ../nbs/05_tasks.ipynb #fd3c4804
 @functools.cache                 # built once per task (see above)
 def verifier_source(
     task: Task,                # its `helpers` are the verifier functions, `aliases` extra lines
@@ -212,7 +280,7 @@ def verifier_source(
     consts = "\n".join(f"{k} = {globals()[k]!r}" for k in names)
     return "\n\n".join([consts] + sources + list(task.aliases)) + "\n"
 
-# %% ../nbs/05_tasks.ipynb #41b22ee6
+# %% ../nbs/05_tasks.ipynb #18b60219
 _FUTURE_LINE = re.compile(r"^from __future__ import [^\n]*$", re.MULTILINE)
 
 def program_source(
@@ -225,11 +293,11 @@ def program_source(
     body = _FUTURE_LINE.sub("", code) if futures else code
     parts = futures + ["import math\nimport numpy as np", verifier_source(task)]
     if task.warm_start is not None and parent is not None and parent.construction is not None:
-        values = ", ".join(repr(float(v)) for v in parent.construction)
-        parts.append(f"{task.warm_start} = np.array([{values}])")
+        values = repr(np.asarray(parent.construction, dtype=float).tolist())   # exact: repr round-trips a float
+        parts.append(f"{task.warm_start} = np.array({values})")
     return "\n\n".join(parts + [body]) + "\n"
 
-# %% ../nbs/05_tasks.ipynb #18b60219
+# %% ../nbs/05_tasks.ipynb #9d12812f
 @patch
 def prompt(
     self: Task,
@@ -244,7 +312,7 @@ def prompt(
     if style == "compact": return _compact_prompt(self, p)
     raise ValueError(f"unknown prompt style {style!r}; use 'chat' or 'compact'")
 
-# %% ../nbs/05_tasks.ipynb #a6e55bc6
+# %% ../nbs/05_tasks.ipynb #b840b394
 def _compact_prompt(
     task: Task,       # the task
     p: State,         # the parent state (the empty State for none)
@@ -258,7 +326,7 @@ def _compact_prompt(
                       f"{task.bound_name}: {value}", f"target: {task.target:g} ({better} is better)",
                       "parent:", p.code.strip() or "(none)", COMPACT_PROGRAM_MARKER])
 
-# %% ../nbs/05_tasks.ipynb #5f5a545a
+# %% ../nbs/05_tasks.ipynb #54650941
 def _chat_prompt(
     task: Task,       # the task
     p: State,         # the parent state (the empty State for none)
@@ -313,7 +381,7 @@ def _chat_prompt(
               "Then give the complete program in one block between ```python and ```."]
     return "\n".join(lines)
 
-# %% ../nbs/05_tasks.ipynb #9d12812f
+# %% ../nbs/05_tasks.ipynb #921626af
 def _fence(
     text: str,        # text to show verbatim (a program, its output)
     info: str = "",   # the fence's info string, e.g. "python"
@@ -323,7 +391,7 @@ def _fence(
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{text}\n{fence}"
 
-# %% ../nbs/05_tasks.ipynb #058b287b
+# %% ../nbs/05_tasks.ipynb #17530947
 def _output_tail(
     stdout: str,      # a program's output as the sandbox returned it
 ) -> str:             # its stripped tail, at most STDOUT_TAIL_CHARS characters behind a truncation note
@@ -332,7 +400,7 @@ def _output_tail(
     tail = stdout.strip().encode("utf-8", "surrogatepass")
     return truncate_output(tail, len(tail), STDOUT_TAIL_CHARS)
 
-# %% ../nbs/05_tasks.ipynb #4f017714
+# %% ../nbs/05_tasks.ipynb #bf1ead11
 @patch
 def evaluate(
     self: Task,
@@ -363,7 +431,7 @@ def evaluate(
     if not s.valid: return failed(f"invalid result: {s.reason}", run.stdout)
     return Evaluation(s.reward, s.bound, True, None, run.stdout, s.construction, code, time.perf_counter() - start)
 
-# %% ../nbs/05_tasks.ipynb #45f21a95
+# %% ../nbs/05_tasks.ipynb #7794e89c
 _SYNTAX_ERROR = re.compile(r"syntax error: |exception: (SyntaxError|IndentationError|TabError): ")
 _FILE_LINE = re.compile(r"\((?:program\.py, )?line (\d{1,9})\)|\bon line (\d{1,9})")
 
