@@ -188,7 +188,7 @@ def _rollout_logs(cfg, epoch, task, texts, groups, evals, scores, advs, c0):
         n_cm = g.completion_mask.sum(-1).tolist()
         for i in range(G):
             e, rec = ev[i], g.streams[i]
-            fam = label_family(task.name, e.code) if e.correct else None
+            fam = label_family(task, e.code) if e.correct else None          # your own task brings its own rules
             forced = g.closed[i] in ("cap", "gate")
             n_after = int(g.n_generated[i]) - int(g.n_think[i])
             common = dict(reward_exec=e.reward, reward_rmi=U[i], reward_total=e.reward + cfg.update.mi_coef * U[i],
