@@ -163,3 +163,26 @@ def test_cli_train_report_and_bad_value(tmp_path):
         test_eq(out.stderr.count("\n"), 1)
         test_eq((words in out.stderr, "Traceback" in out.stderr), (True, False))
         test_eq((tmp_path / "bad").exists(), False)               # refused before anything was written
+
+
+# ---- 5. experiment tracking -------------------------------------------------------------------------------------------
+
+def test_report_to_tensorboard_logs_the_epoch_records(tmp_path, sandbox):
+    "report_to='tensorboard' writes the epoch record metrics.jsonl holds, read back with tensorboard's own event reader."
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from ugttt.tracking import scalars
+    cfg = make_config("cp26", "ugttt", "tiny", epochs=1, groups_per_epoch=1, group_size=2, report_to="tensorboard",
+                      **{"policy.n_adapters": 2})
+    run = tmp_path / "run"
+    train(cfg, run, progress=False, sandbox=sandbox)
+    records, _ = read_jsonl(run / "metrics.jsonl")
+    (epoch,) = [r for r in records if "progress/epoch" in r]          # the one epoch record
+    expected = scalars(epoch)                                         # its finite numbers, nested counts flattened
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0}); acc.Reload()
+    test_eq(set(acc.Tags()["scalars"]), set(expected))
+    for name in ("progress/epoch", "train/correctness/rate", "families/entropy_bits", "mi/token_mean", "train/loss"):
+        assert name in expected, name
+    for name, value in expected.items():
+        (ev,) = acc.Scalars(name)
+        test_eq(ev.step, 0)
+        assert abs(ev.value - value) <= 1e-6 * max(1.0, abs(value)), (name, ev.value, value)   # float32 in the event file

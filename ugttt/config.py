@@ -11,6 +11,7 @@ from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
+from .tracking import TRACKERS
 
 # %% auto #0
 __all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'TRAIN_PRESETS', 'OPERATIONAL_FIELDS', 'TrainConfig',
@@ -19,7 +20,7 @@ __all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'TRAIN_PRESET
 # %% ../nbs/13_config.ipynb #468c3d8f
 METHODS = ("ugttt", "baseline", "no_nnm")
 EXECUTORS = ("local", "ray")                       # verification backends (06_sandbox, 06_sandbox_ray)
-REPORT_TO = ("tensorboard", "trackio", "wandb")    # experiment trackers (13_tracking)
+REPORT_TO = TRACKERS                               # experiment trackers: tensorboard, trackio, wandb (13_tracking)
 STREAMING_TASKS = ("ac1", "cp26")   # where the paper's UG-TTT runs used the streaming gate (App. E)
 
 @dataclass(frozen=True)

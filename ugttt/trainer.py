@@ -15,10 +15,12 @@ from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi,
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
 from .tasks import get_task
+from .tracking import check_report_to, open_tracker
 from .update import GroupUpdate, group_advantages, make_optimizers, max_principal_cosine, update_epoch
 
 # %% auto #0
-__all__ = ['append_jsonl', 'read_jsonl', 'save_checkpoint', 'load_checkpoint', 'check_run_dir', 'run_epoch', 'train']
+__all__ = ['append_jsonl', 'read_jsonl', 'save_checkpoint', 'load_checkpoint', 'check_run_dir', 'run_epoch', 'train',
+           'check_extras']
 
 # %% ../nbs/13_trainer.ipynb #6eefa4c5
 def append_jsonl(path, records: list[dict]) -> None:
@@ -275,11 +277,12 @@ def train(
     out_dir,                   # the run directory; must not exist unless resume
     resume: bool = False,      # continue the run in out_dir from its last complete epoch
     progress: bool = True,     # tqdm bars and one summary line per epoch
-    sandbox=None,              # a ugttt.sandbox.Sandbox; default: one with cfg.sandbox_workers workers
+    sandbox=None,              # an executor (ugttt.sandbox_ray.Executor); default: cfg.executor's, with cfg.sandbox_workers workers
 ) -> list[dict]:               # the per-epoch metric records
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
     out = Path(out_dir)
     check_run_dir(cfg, out, resume)
+    check_extras(cfg)                                      # a missing optional extra stops the run before any compute
     task = get_task(cfg.task)
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -296,21 +299,35 @@ def train(
     _keep_epochs(out, start - 1)
     own_sandbox = sandbox is None
     if own_sandbox:
-        from ugttt.sandbox import Sandbox
-        sandbox = Sandbox(workers=cfg.sandbox_workers, budget_s=cfg.budget_s)
+        from ugttt.sandbox_ray import make_executor
+        sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address)
+    tracker = None
     epochs = []
     best = max([r.get("train/reward/exec/best", -math.inf) for r in read_jsonl(out / "metrics.jsonl")[0]] + [-math.inf])
     try:
+        tracker = open_tracker(cfg.report_to, out, out.name, config_to_dict(cfg))
         for epoch in _bar(range(start, cfg.epochs), progress, "epochs", initial=start, total=cfg.epochs):
             rec, counter, best = run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task, sandbox, out, best, progress)
             save_checkpoint(out, epoch, ens, optimizers, sampler, history, counter, gen)
+            tracker.log(rec, step=epoch)                  # the epoch record metrics.jsonl holds, to report_to's trackers
             epochs.append(rec)
             if progress: print(_summary_line(rec, cfg))
     finally:
+        if tracker is not None: tracker.close()
         if own_sandbox: sandbox.close()
     return epochs
 
-# %% ../nbs/13_trainer.ipynb #eeff6353
+# %% ../nbs/13_trainer.ipynb #83b61940
+def check_extras(
+    cfg: TrainConfig,   # the run
+) -> None:
+    "ImportError naming the pip extra for the executor or a tracker that cfg asks for and this environment lacks."
+    import importlib.util
+    if cfg.executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise ImportError("executor='ray' needs ray: pip install ugttt[ray]")
+    check_report_to(cfg.report_to)
+
+# %% ../nbs/13_trainer.ipynb #b7a117d4
 def _bar(it, on: bool, desc: str, **kw):
     "A tqdm progress bar, or the plain iterable when progress is off."
     if not on: return it
