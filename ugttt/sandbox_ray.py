@@ -5,7 +5,6 @@
 # %% ../nbs/06_sandbox_ray.ipynb #619cf854
 from __future__ import annotations
 import dataclasses, json, os, threading, time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
 from .sandbox import RunResult, Sandbox, _check_budget
 
@@ -92,14 +91,7 @@ class RaySandbox:
                 raise RuntimeError(f"the Ray task running the program failed: {type(e).__name__}: {str(e)[:500]}") from None
         return RunResult(**out)
 
-    def map(self, jobs: list, budget_s: float | None = None) -> list:
-        "Run (source, entry) pairs as parallel Ray tasks, `workers` at a time; results in the order of `jobs`."
-        jobs = list(jobs)
-        for j in jobs:
-            if not (isinstance(j, tuple) and len(j) == 2): raise TypeError(f"each job must be a (source, entry) tuple, got {j!r:.80}")
-        if not jobs: return []
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as ex:
-            return list(ex.map(lambda j: self.run(j[0], j[1], budget_s), jobs))
+    map = Sandbox.map   # (source, entry) pairs through self.run, `workers` at a time, results in order: the local code as is
 
     def warm(self) -> "RaySandbox":
         "Run a trivial program `workers` times at once, so that Ray workers and their zygotes are started."
