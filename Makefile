@@ -62,7 +62,7 @@ reproduce: table1
 	  ../$(BIN)/papermill $$nb.ipynb out/$$nb.ipynb --no-progress-bar $(P) || exit 1; done
 
 # speed and memory figures (printed, never asserted): every bench/ script, then one table of headline figures, each
-# with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 30 min on 2 cores;
+# with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 7 min on 2 cores;
 # `make bench B=--quick` for short settings. bench/gpu_smoke.py measures only where a CUDA GPU is present.
 bench: install
 	$(BIN)/python bench/run_all.py $(B)

@@ -1,6 +1,6 @@
 """Every benchmark script, one after the other, then one table of their headline figures (`make bench`).
 
-    python bench/run_all.py                       # all scripts with their defaults (about 30 min on 2 cores)
+    python bench/run_all.py                       # all scripts with their defaults (about 7 min on 2 cores)
     python bench/run_all.py --quick               # shorter settings where a script has them
     python bench/run_all.py --only sandbox_throughput.py trainer_epoch.py
 
