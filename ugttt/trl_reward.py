@@ -99,7 +99,7 @@ def reward_function(
 def prompt_dataset(
     task: str | Task,           # the task (as for reward_function)
     n: int,                     # rows
-    parents: list | None = None,# parent States to cycle through; None: every row is the root
+    parents: list | None = None, # parent States to cycle through; None: every row is the root
     style: str = "compact",     # "compact" (the embedded model) or "chat" (instruction-tuned models)
     budget_s: float = 10.0,     # the budget the chat prompt quotes (the reward function's budget_s)
 ):                              # a datasets.Dataset with columns prompt and parent
