@@ -11,7 +11,7 @@ from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
-from .tracking import TRACKERS
+from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
 __all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'TRAIN_PRESETS', 'OPERATIONAL_FIELDS', 'TrainConfig',
@@ -49,28 +49,13 @@ class TrainConfig:
     streaming: StreamingConfig = field(default_factory=StreamingConfig)  # the streaming MI gate (App. F)
 
     def __post_init__(self):
-        object.__setattr__(self, "report_to", _report_to_tuple(self.report_to))   # "none", "wandb", "a,b" or a list, as TRL
+        object.__setattr__(self, "report_to", report_to_tuple(self.report_to))   # "none", "wandb", "a,b" or a list, as TRL (13_tracking)
         _check_train_config(self)
 
     @property
     def n_adapters(self) -> int: return self.policy.n_adapters
 
 # %% ../nbs/13_config.ipynb #1dfe46c4
-def _report_to_tuple(
-    value,   # "none", "tensorboard", "tensorboard,wandb", a list or tuple of names, or None
-) -> tuple:  # the names, deduplicated, in REPORT_TO's order (unknown names kept, for the check to name them)
-    "Normalise a report_to value the way TRL accepts it into a tuple of tracker names."
-    if value is None: return ()
-    if isinstance(value, str): names = [v.strip() for v in value.split(",") if v.strip()]
-    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value): names = [v.strip() for v in value]
-    else: raise TypeError(f"report_to must be a str or a list of str, got {value!r}")
-    if "none" in names:
-        if len(names) > 1: raise ValueError(f"report_to {value!r}: 'none' cannot be combined with trackers")
-        return ()
-    order = {n: i for i, n in enumerate(REPORT_TO)}
-    return tuple(sorted(dict.fromkeys(names), key=lambda n: order.get(n, len(order))))
-
-# %% ../nbs/13_config.ipynb #6fcefd54
 def _check_train_config(c: TrainConfig) -> None:
     "Raise a ValueError naming the first field of a TrainConfig that is out of range."
     if not isinstance(c.task, str): raise TypeError(f"task must be a str (a task name or 'package.module:attr'), got {type(c.task).__name__}")
@@ -88,8 +73,7 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
         raise ValueError(f"ray_address must be None or a non-empty str, got {c.ray_address!r}")
     if c.ray_address is not None and c.executor != "ray": raise ValueError("ray_address is set but executor is not 'ray'")
-    bad = [r for r in c.report_to if r not in REPORT_TO]
-    if bad: raise ValueError(f"unknown report_to entry {bad[0]!r}; choose from none, {', '.join(REPORT_TO)}")
+    check_report_to(c.report_to, installed=False)   # names only: whether the extra is installed is train's check
     if c.puct_backup not in ("ttt_discover", "reference"): raise ValueError(f"puct_backup must be 'ttt_discover' or 'reference', got {c.puct_backup!r}")
     for name, cls in (("policy", PolicyConfig), ("update", UpdateConfig), ("streaming", StreamingConfig)):
         if not isinstance(getattr(c, name), cls): raise TypeError(f"{name} must be a {cls.__name__}, got {type(getattr(c, name)).__name__}")
@@ -99,7 +83,7 @@ def _check_train_config(c: TrainConfig) -> None:
             raise ValueError(f"policy.model {m!r} is not a model directory (no config.json there)")
     if c.streaming_on and c.policy.think_cap is None: raise ValueError("streaming needs a thinking phase: policy.think_cap is None")
 
-# %% ../nbs/13_config.ipynb #f29b1f9c
+# %% ../nbs/13_config.ipynb #dbd71c29
 TRAIN_PRESETS = dict(
     paper=dict(prompt_style="chat", decode_groups=1),
     tiny=dict(prompt_style="compact", decode_groups=8, budget_s=5.0),
@@ -109,7 +93,7 @@ _NESTED_PRESETS = dict(   # preset name -> settings of the nested configs beyond
     tiny=dict(policy=dict(n_adapters=5), update=dict(lr=1e-3), streaming=dict()),
 )
 
-# %% ../nbs/13_config.ipynb #6c73e37a
+# %% ../nbs/13_config.ipynb #a035c45c
 def make_config(
     task: str = "cp26",       # ac1, ac2, cp26 or erdos
     method: str = "ugttt",    # ugttt, baseline or no_nnm
@@ -132,7 +116,7 @@ def make_config(
                        update=_nested(UpdateConfig, "update", preset, nested["update"]),
                        streaming=_nested(StreamingConfig, "streaming", preset, nested["streaming"]))
 
-# %% ../nbs/13_config.ipynb #4c1a24be
+# %% ../nbs/13_config.ipynb #f29b1f9c
 def _put(top: dict, nested: dict, key: str, value) -> None:
     "Place one override: a top-level field, a dotted nested field, or a dict of nested fields."
     if key in nested and isinstance(value, dict): nested[key].update(value); return
@@ -150,7 +134,7 @@ def _nested(cls, section: str, preset: str, values: dict):
     if cls is UpdateConfig: return UpdateConfig(**values)
     return cls.preset(preset, **values)
 
-# %% ../nbs/13_config.ipynb #4d4269a7
+# %% ../nbs/13_config.ipynb #48959be0
 def config_to_dict(cfg: TrainConfig) -> dict:
     "The config as a dict of JSON types (nested sections as dicts, tuples as lists)."
     return json.loads(json.dumps(asdict(cfg)))
@@ -162,7 +146,7 @@ def config_from_dict(d: dict) -> TrainConfig:
     pol["target_modules"] = tuple(pol["target_modules"]); upd["betas"] = tuple(upd["betas"])
     return TrainConfig(**d, policy=PolicyConfig(**pol), update=UpdateConfig(**upd), streaming=StreamingConfig(**st))
 
-# %% ../nbs/13_config.ipynb #fc669fd6
+# %% ../nbs/13_config.ipynb #4d4269a7
 OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "ray_address", "report_to")   # how a run executes, not what it computes
 
 def config_diff(
@@ -183,7 +167,7 @@ def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
         elif x != y: out.append(f"{prefix}{k}: {x!r} -> {y!r}")
     return out
 
-# %% ../nbs/13_config.ipynb #b8fc1d78
+# %% ../nbs/13_config.ipynb #a6a8f17a
 def load_config(
     path,                         # a .json, .yaml or .yml file: {"task": ..., "method": ..., "preset": ..., fields...}
     **overrides,                  # applied after the file (e.g. command-line flags)

@@ -8,7 +8,7 @@ import contextlib, importlib.util, io, json, math, os
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['TRACKERS', 'scalars', 'check_report_to', 'Tracker', 'open_tracker']
+__all__ = ['TRACKERS', 'scalars', 'report_to_tuple', 'check_report_to', 'Tracker', 'open_tracker']
 
 # %% ../nbs/13_tracking.ipynb #6a88a3d7
 TRACKERS = ("tensorboard", "trackio", "wandb")   # report_to values besides "none", in this order
@@ -29,20 +29,35 @@ def scalars(
     return out
 
 # %% ../nbs/13_tracking.ipynb #0a535c0d
+def report_to_tuple(
+    value,   # "none", "tensorboard", "tensorboard,wandb", a list or tuple of names, or None
+) -> tuple:  # the names, deduplicated, in TRACKERS' order (unknown names kept, for check_report_to to name them)
+    "Normalise a report_to value the way TRL accepts it into a tuple of tracker names."
+    if value is None: return ()
+    if isinstance(value, str): names = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value): names = [v.strip() for v in value]
+    else: raise TypeError(f"report_to must be a str or a list of str, got {value!r}")
+    if "none" in names:
+        if len(names) > 1: raise ValueError(f"report_to {value!r}: 'none' cannot be combined with trackers")
+        return ()
+    order = {n: i for i, n in enumerate(TRACKERS)}
+    return tuple(sorted(dict.fromkeys(names), key=lambda n: order.get(n, len(order))))
+
+# %% ../nbs/13_tracking.ipynb #57ad1c67
 def check_report_to(
-    value,   # "none", a tracker, "a,b", or a list / tuple of trackers
-) -> tuple:  # the trackers, in TRACKERS order
+    value,                  # "none", a tracker, "a,b", or a list / tuple of trackers
+    installed: bool = True, # also check that each tracker's extra is installed
+) -> tuple:                 # the trackers, in TRACKERS order
     "The trackers `value` asks for; ValueError for an unknown one, ImportError naming the extra for one not installed."
-    names = [value] if isinstance(value, str) else list(value or ())
-    names = [n.strip() for s in names for n in str(s).split(",") if n.strip() and n.strip() != "none"]
+    names = report_to_tuple(value)
     bad = [n for n in names if n not in TRACKERS]
     if bad: raise ValueError(f"unknown report_to entry {bad[0]!r}; choose from none, {', '.join(TRACKERS)}")
-    for n in names:
+    for n in names if installed else ():
         if importlib.util.find_spec(_EXTRA[n]) is None:
             raise ImportError(f"report_to={n!r} needs {_EXTRA[n]}: pip install ugttt[{n}]")
-    return tuple(t for t in TRACKERS if t in names)
+    return names
 
-# %% ../nbs/13_tracking.ipynb #eb9edd73
+# %% ../nbs/13_tracking.ipynb #b2910528
 class _TensorBoard:
     "Scalars to <run>/tensorboard with torch's SummaryWriter."
     def __init__(self, run_dir: Path, run_name: str, config: dict):
@@ -83,7 +98,7 @@ def _created(run_dir: Path) -> str:
 
 _BACKENDS = dict(tensorboard=_TensorBoard, trackio=_Trackio, wandb=_Wandb)
 
-# %% ../nbs/13_tracking.ipynb #b2910528
+# %% ../nbs/13_tracking.ipynb #30381213
 class Tracker:
     "The trackers of one run: log(record, step) sends an epoch record's scalars to each; close() ends them (idempotent)."
     def __init__(self, backends: list):

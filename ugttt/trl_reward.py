@@ -8,6 +8,7 @@ import json, re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
 from typing import Callable
+from .sandbox import _check_budget
 from .tasks import State, Task, get_task
 
 # %% auto #0
@@ -67,8 +68,7 @@ def reward_function(
 ) -> Callable[..., list[float]]:   # reward(completions, **kwargs) -> one float per completion
     "A TRL reward function that extracts, runs and scores each completion with the task's verifier, as UG-TTT does."
     task = task if isinstance(task, Task) else get_task(task)
-    if not (isinstance(budget_s, (int, float)) and not isinstance(budget_s, bool) and budget_s > 0):
-        raise ValueError(f"budget_s must be a number > 0, got {budget_s!r}")
+    budget_s = _check_budget(budget_s)
     if type(workers) is not int or workers < 1: raise ValueError(f"workers must be an int >= 1, got {workers!r}")
 
     def reward(completions: list, **kwargs) -> list[float]:
@@ -78,12 +78,8 @@ def reward_function(
         if len(parents) != len(texts):
             raise ValueError(f"{len(texts)} completions but {len(parents)} values in the {parent_column!r} column")
         states = [parent_state(p) for p in parents]
-        box = sandbox
-        if box is None:
-            from ugttt.sandbox import default_sandbox
-            box = default_sandbox()
-        with ThreadPoolExecutor(min(workers, max(len(texts), 1))) as ex:
-            evals = list(ex.map(lambda ts: task.evaluate(ts[0], ts[1], budget_s, box), zip(texts, states)))
+        with ThreadPoolExecutor(min(workers, max(len(texts), 1))) as ex:   # sandbox None: Task.evaluate's default sandbox
+            evals = list(ex.map(lambda ts: task.evaluate(ts[0], ts[1], budget_s, sandbox), zip(texts, states)))
         if callable(kwargs.get("log_metric")) and evals:
             kwargs["log_metric"]("ugttt/correct_rate", sum(e.correct for e in evals) / len(evals))
         if callable(kwargs.get("log_extra")):
