@@ -1,4 +1,6 @@
-"""Every notebook in reproduce/ runs under papermill with smoke=True, and each output file it promises exists and parses.
+"""Every notebook in reproduce/ runs under papermill with smoke=True, and each output file it promises exists and parses:
+tables with a row per seed, ours and the paper's; figures with their data per seed and epoch; every JSON with the
+interval's name and the number of seeds, and every aggregate and paired p consistent with them.
 
 table1 runs first and trains the shared smoke runs (4 tasks x 2 methods x 2 seeds); the other notebooks reuse them
 and train only what they add (the no-NNM ablation, the forced-streaming runs).
@@ -45,30 +47,56 @@ def smoke_dirs(tmp_path_factory):
     return base / "runs", base / "out"
 
 
-def check_outputs(out: Path, name: str) -> None:
-    "Each promised output exists and parses: tables (CSV, LaTeX, Markdown), figures (PDF, PNG, CSV) and the JSON."
+def check_outputs(out: Path, name: str, seeds: list[int]) -> None:
+    "Each promised output exists and parses: tables (CSV with per-seed rows, LaTeX, Markdown), figures (PDF, PNG, CSV per seed and epoch) and the JSON."
     import pandas as pd
     import matplotlib.pyplot as plt
     head = json.loads((out / f"{name}.json").read_text())          # strict JSON: NaN is written as null
     assert head["results"] and head["parameters"]["smoke"] is True
     assert head["versions"]["torch"] and head["machine"]["cores"] >= 1
+    assert head["results"]["interval"] == "t, n-1 df" and head["results"]["n_seeds"] == len(seeds), \
+        f"{name}.json: expected interval 't, n-1 df' and n_seeds {len(seeds)}, got {head['results'].get('interval')!r}, {head['results'].get('n_seeds')!r}"
+    aggregates = list(_aggregates(head["results"]))
+    assert aggregates, f"{name}.json holds no aggregate (mean, low, high, n, interval)"
+    for a in aggregates:
+        assert a["interval"] == "t, n-1 df" and 0 <= a["n"] <= len(seeds), f"{name}.json: bad aggregate {a}"
+        if "p" in a and a["p"] is not None:   # a paired difference: its p is at least the smallest n seeds allow
+            assert a["p_min"] == 2.0 ** (1 - a["n"]) and a["p_min"] <= a["p"] <= 1.0, f"{name}.json: bad p in {a}"
     for stem in TABLES.get(name, []):
         df = pd.read_csv(out / f"{stem}.csv", index_col=0)
         assert len(df) >= 1 and len(df.columns) >= 1, f"{stem}.csv is empty"
+        rows = [str(i) for i in df.index]
+        for s in seeds:
+            assert any(r.endswith(f"· seed {s}") for r in rows), f"{stem}.csv has no per-seed row for seed {s}: {rows}"
+        assert any("· ours (" in r for r in rows) and any("· paper (" in r for r in rows), f"{stem}.csv lacks our or the paper's rows"
         tex = (out / f"{stem}.tex").read_text()
         assert r"\begin{tabular}" in tex and tex.rstrip().endswith(r"\end{table}") and "SMOKE RUN" in tex
+        assert "t, n-1 df" in tex and "paired by seed" in tex, f"{stem}.tex: the caption does not say what the interval is"
         assert (out / f"{stem}.md").read_text().startswith("|")
     if name.startswith("figure"):
         assert (out / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
         assert plt.imread(out / f"{name}.png").ndim == 3
-        assert len(pd.read_csv(out / f"{name}.csv")) >= 1
+        data = pd.read_csv(out / f"{name}.csv")
+        assert {"task", "method", "seed", "epoch"} <= set(data.columns), f"{name}.csv columns {list(data.columns)}"
+        assert sorted(data["seed"].unique()) == sorted(seeds), f"{name}.csv seeds {sorted(data['seed'].unique())}"
+        assert data["epoch"].nunique() >= 2, f"{name}.csv is not per epoch"
+
+
+def _aggregates(x):
+    "Every summary dict (mean, low, high, n, interval) nested in a headline JSON."
+    if isinstance(x, dict):
+        if {"mean", "low", "high", "n", "interval"} <= set(x): yield x
+        for v in x.values(): yield from _aggregates(v)
+    elif isinstance(x, list):
+        for v in x: yield from _aggregates(v)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_in_smoke_mode(name, smoke_dirs):
     import papermill as pm
     runs, out = smoke_dirs
+    seeds = [0, 1]
     pm.execute_notebook(str(REPRO / f"{name}.ipynb"), str(out.parent / f"{name}.out.ipynb"), cwd=str(REPRO),
-                        parameters=dict(smoke=True, seeds=[0, 1], runs_dir=str(runs), out_dir=str(out)),
+                        parameters=dict(smoke=True, seeds=seeds, runs_dir=str(runs), out_dir=str(out)),
                         progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
-    check_outputs(out, name)
+    check_outputs(out, name, seeds)

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from .config import STREAMING_TASKS, TrainConfig, config_diff, config_from_dict, config_to_dict, make_config
 from .tasks import TASK_NAMES, get_task
-from .analysis import Run, load_run
+from .analysis import Run, interval_method, load_run
 
 # %% auto #0
 __all__ = ['PAPER', 'SMOKE', 'COLORS', 'LABELS', 'TASK_TITLES', 'RunSpec', 'default_streaming', 'grid', 'run_config', 'task_dir',
-           'run_path', 'run_state', 'train_runs', 'ensure_runs', 'fmt_ci', 'latex_table', 'write_table',
-           'markdown_table', 'task_title', 'paper_tasks', 'band', 'save_figure', 'provenance', 'write_headline']
+           'run_path', 'run_state', 'train_runs', 'ensure_runs', 'fmt_value', 'fmt_ci', 'interval_caption',
+           'latex_table', 'write_table', 'markdown_table', 'task_title', 'paper_tasks', 'band', 'save_figure',
+           'provenance', 'write_headline']
 
 # %% ../nbs/16_reproduce.ipynb #5c4f3e53
 PAPER = dict(
@@ -86,7 +87,8 @@ def grid(
 
 # %% ../nbs/16_reproduce.ipynb #cc006215
 SMOKE = {"epochs": 2, "groups_per_epoch": 1, "group_size": 4, "decode_groups": 1, "budget_s": 2.0,
-         "policy.max_new_tokens": 96, "policy.code_budget": 64}   # CI only: every code path, numbers meaningless
+         "policy.max_new_tokens": 96, "policy.code_budget": 64,
+         "streaming.warmup_epochs": 1}   # CI only: every code path (the gate can fire in epoch 1), numbers meaningless
 
 def run_config(
     spec: RunSpec,          # the run
@@ -220,15 +222,37 @@ def ensure_runs(
     return {s: load_run(paths[s]) for s in specs}
 
 # %% ../nbs/16_reproduce.ipynb #bb73fa4c
+def fmt_value(
+    x,                 # a number (None or NaN: undefined)
+    digits: int = 3,   # decimals (significant decimals with sci)
+    sci: bool = False, # scientific notation, for quantities spanning orders of magnitude (MI, tokens)
+) -> str:              # "1.234", "1.23e+06", or "--" when undefined
+    "One number as a table cell."
+    if x is None or (isinstance(x, (float, int)) and not isinstance(x, bool) and math.isnan(x)): return "--"
+    return f"{x:.{digits}{'e' if sci else 'f'}}"
+
 def fmt_ci(
-    stats,             # (mean, low, high) from analysis.mean_ci / diff_ci
+    stats,             # (mean, low, high), e.g. an analysis.Interval from summarise or compare_paired
     digits: int = 3,   # decimals
-) -> str:              # "1.234 [1.100, 1.300]", or "1.234" without an interval, or "--" for NaN
-    "A mean and its interval as one table cell."
+    sci: bool = False, # scientific notation
+) -> str:              # "1.234 [1.100, 1.300]", "+ p=0.25" for a paired difference, "1.234" without an interval, "--" for NaN
+    "A mean, its interval and (for a paired difference) its sign-flip p as one table cell."
     m, lo, hi = stats
-    if m is None or (isinstance(m, float) and math.isnan(m)): return "--"
-    if lo is None or math.isnan(lo) or math.isnan(hi): return f"{m:.{digits}f}"
-    return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+    if m is None or math.isnan(m): return "--"
+    p = getattr(stats, "p", None)
+    cell = fmt_value(m, digits, sci)
+    if not (lo is None or math.isnan(lo) or math.isnan(hi)): cell += f" [{fmt_value(lo, digits, sci)}, {fmt_value(hi, digits, sci)}]"
+    return cell + (f" p={p:.2g}" if p is not None else "")
+
+# %% ../nbs/16_reproduce.ipynb #b2cc4942
+def interval_caption(
+    n_seeds: int,   # seeds per cell
+) -> str:           # one sentence for a table's caption
+    "What a table's brackets and p-values are, for n seeds: the interval's method, pairing by seed, the smallest possible p."
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1: raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
+    return (f"Rows 'seed s' are single runs; 'ours' is the mean over {n_seeds} seed{'s' if n_seeds > 1 else ''} "
+            f"[95% interval: {interval_method(n_seeds)}]; differences are paired by seed (the mean per-seed difference, "
+            f"its interval and its exact sign-flip p; with {n_seeds} seed{'s' if n_seeds > 1 else ''} no p can be below {2.0 ** (1 - n_seeds):.3g}).")
 
 # %% ../nbs/16_reproduce.ipynb #2bcb3ed3
 def latex_table(
@@ -356,20 +380,23 @@ def _git_commit() -> str | None:
 
 # %% ../nbs/16_reproduce.ipynb #65a4b33c
 def write_headline(
-    numbers: dict,    # the notebook's headline numbers (nested dicts, lists, floats)
+    numbers: dict,    # the notebook's headline numbers (nested dicts, lists, floats, analysis.Interval)
     params: dict,     # its parameters
     out_dir,          # output directory (created)
     name: str,        # stable file stem
+    n_seeds: int,     # seeds per cell: recorded with the name of the interval they get
 ) -> Path:            # <name>.json
-    "Write the headline numbers and their provenance as strict JSON."
+    "Write the headline numbers, the number of seeds and the interval's name, and their provenance as strict JSON."
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
-    path.write_text(json.dumps(_nan_to_none(dict(results=numbers, **provenance(params))), indent=1, allow_nan=False))
+    results = dict(interval=interval_method(n_seeds), n_seeds=n_seeds, **numbers)
+    path.write_text(json.dumps(_nan_to_none(dict(results=results, **provenance(params))), indent=1, allow_nan=False))
     return path
 
 # %% ../nbs/16_reproduce.ipynb #4df19dd4
 def _nan_to_none(x):
-    "Replace NaN and infinities by None, recursively (strict JSON)."
+    "Replace NaN and infinities by None, recursively (strict JSON); an Interval becomes its fields."
+    if hasattr(x, "as_dict"): return _nan_to_none(x.as_dict())
     if isinstance(x, dict): return {k: _nan_to_none(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)): return [_nan_to_none(v) for v in x]
     if isinstance(x, float) and not math.isfinite(x): return None
