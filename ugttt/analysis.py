@@ -5,6 +5,7 @@
 # %% ../nbs/14_analysis.ipynb #cc8565b4
 from __future__ import annotations
 import json, math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -12,7 +13,7 @@ from .families import family_entropy
 
 # %% auto #0
 __all__ = ['PAPER_TOP_SHARE', 'T_INTERVAL', 'BCA_INTERVAL', 'BCA_FROM', 'SIGN_FLIP_MAX', 'Run', 'load_run', 'best_curve', 'r_max',
-           'new_best_events', 'to_threshold', 'family_counts', 'entropy_per_epoch', 'final_entropy',
+           'new_best_events', 'to_threshold', 'family_counts', 'entropy_per_epoch', 'final_entropy', 'pooled_families',
            'correct_rate_per_epoch', 'mean_mi_per_epoch', 'mean_uncertainty_per_epoch', 'winning_family', 'paper_top_k',
            'motif_families', 'idea_emergence', 'streaming_firing', 'post_warmup_epochs', 'mean_length',
            'length_reward_spearman', 'Interval', 'interval_method', 't_interval', 'summarise', 'paired_differences',
@@ -120,6 +121,32 @@ def final_entropy(
     if not run.rollouts: raise ValueError(f"{run.path} has no rollouts, so no final epoch")
     return entropy_per_epoch(run)[-1]
 
+# %% ../nbs/14_analysis.ipynb #4eff982c
+def _select(
+    run: Run,       # a loaded run
+    epochs,         # iterable of epoch numbers, or None for all
+) -> list[dict]:    # the rollouts of those epochs, in file order
+    "The rollouts of the chosen epochs (all when epochs is None)."
+    if epochs is None: return run.rollouts
+    if isinstance(epochs, (int, str)):
+        raise TypeError(f"epochs must be an iterable of epoch numbers such as [3] or range(3), got {epochs!r}")
+    keep = set(epochs)
+    return [x for x in run.rollouts if x["epoch"] in keep]
+
+# %% ../nbs/14_analysis.ipynb #857bde1f
+def pooled_families(
+    run: Run,        # a loaded run
+    epochs=None,     # iterable of epoch numbers to pool, None for all
+) -> dict:           # entropy_bits, entropy_mm_bits, n_correct, n_rollouts, correct_rate, dominant_share, live_families
+    "Family statistics of the correct rollouts of several epochs pooled: plug-in and Miller-Madow entropy (bits) and their support."
+    rows = _select(run, epochs)
+    labels = [x["family"] for x in rows if x.get("correctness") and x.get("family") is not None]
+    counts, n = Counter(labels), len(labels)
+    h = family_entropy(labels)
+    return dict(entropy_bits=h, entropy_mm_bits=h + (len(counts) - 1) / (2 * n * math.log(2)) if n else 0.0,
+                n_correct=n, n_rollouts=len(rows), correct_rate=n / len(rows) if rows else math.nan,
+                dominant_share=max(counts.values()) / n if n else math.nan, live_families=len(counts))
+
 # %% ../nbs/14_analysis.ipynb #08fc85eb
 def correct_rate_per_epoch(
     run: Run,        # a loaded run
@@ -211,18 +238,6 @@ def streaming_firing(
                 tokens_after_stop_per_rollout=after / n if n else math.nan,
                 tokens_after_stop_per_firing=after / len(stopped) if stopped else math.nan,
                 n_rollouts=n, n_stopped=len(stopped))
-
-# %% ../nbs/14_analysis.ipynb #4eff982c
-def _select(
-    run: Run,       # a loaded run
-    epochs,         # iterable of epoch numbers, or None for all
-) -> list[dict]:    # the rollouts of those epochs, in file order
-    "The rollouts of the chosen epochs (all when epochs is None)."
-    if epochs is None: return run.rollouts
-    if isinstance(epochs, (int, str)):
-        raise TypeError(f"epochs must be an iterable of epoch numbers such as [3] or range(3), got {epochs!r}")
-    keep = set(epochs)
-    return [x for x in run.rollouts if x["epoch"] in keep]
 
 # %% ../nbs/14_analysis.ipynb #80549215
 def post_warmup_epochs(
