@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test check-sync readme slow table1 reproduce bench clean
+.PHONY: install system-deps test check-sync readme slow table1 reproduce mechanism-pilot bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -60,6 +60,13 @@ table1: install
 reproduce: table1
 	cd reproduce && for nb in table2 table3 table4 figure1 figure2 figure3; do \
 	  ../$(BIN)/papermill $$nb.ipynb out/$$nb.ipynb --no-progress-bar $(P) || exit 1; done
+
+# The mechanism study's regime pilot (docs/mechanism.md): the baseline at 3 learning rates x 2 KL coefficients and a
+# no-learning control, 3 seeds, 20 epochs of 8 x 8 on CP26 (21 runs); prints the pilot table and the chosen regime.
+mechanism-pilot: install
+	mkdir -p reproduce/out
+	cd reproduce && ../$(BIN)/papermill mechanism_pilot.ipynb out/mechanism_pilot.ipynb --no-progress-bar --log-output $(P)
+	@echo; cat reproduce/out/mechanism_pilot.md
 
 # speed and memory figures (printed, never asserted): every bench/ script, then one table of headline figures, each
 # with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 7 min on 2 cores;

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs
 TABLES = dict(table1=["table1"], table2=["table2"], table3=["table3"], table4=["table4_firing", "table4_paired", "table4_spearman"])
+STUDIES = ["mechanism_pilot"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
 REQUIRED_PARAMETERS = {"preset", "epochs", "seeds", "runs_dir", "reuse", "smoke", "out_dir"}
 
 
@@ -24,7 +25,7 @@ def parameters_cell(name: str) -> str:
     return "".join(cells[0]["source"])
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", NOTEBOOKS + STUDIES)
 def test_parameters_are_commented_literals(name):
     src = parameters_cell(name)
     tree = ast.parse(src)
@@ -100,3 +101,27 @@ def test_notebook_runs_in_smoke_mode(name, smoke_dirs):
                         parameters=dict(smoke=True, seeds=seeds, runs_dir=str(runs), out_dir=str(out)),
                         progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
     check_outputs(out, name, seeds)
+
+
+def test_mechanism_pilot_runs_in_smoke_mode(tmp_path):
+    "The regime pilot trains its baseline and control runs, applies its rule, and writes the table, per-seed and per-epoch CSVs, figure and JSON."
+    import papermill as pm, pandas as pd
+    seeds, out = [0, 1], tmp_path / "out"
+    pm.execute_notebook(str(REPRO / "mechanism_pilot.ipynb"), str(tmp_path / "mechanism_pilot.out.ipynb"), cwd=str(REPRO),
+                        parameters=dict(smoke=True, seeds=seeds, lrs=[0.003], kls=[0.0], runs_dir=str(tmp_path / "runs"),
+                                        out_dir=str(out)),
+                        progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
+    head = json.loads((out / "mechanism_pilot.json").read_text())["results"]
+    assert head["interval"] == "t, n-1 df" and head["n_seeds"] == 2
+    assert set(head["settings"]) == {"control", "lr0.003-kl0"} and head["chosen"] in (None, "lr0.003-kl0")
+    narrowing = head["settings"]["lr0.003-kl0"]["narrowing"]
+    assert narrowing["n"] == 2 and narrowing["p_min"] == 0.5 and narrowing["interval"] == "t, n-1 df"
+    per_seed = pd.read_csv(out / "mechanism_pilot_per_seed.csv")
+    assert len(per_seed) == 4 and {"entropy_bits", "entropy_mm_bits", "n_correct", "correct_rate"} <= set(per_seed.columns)
+    assert (per_seed.entropy_mm_bits >= per_seed.entropy_bits).all()
+    epochs = pd.read_csv(out / "mechanism_pilot_epochs.csv")
+    assert sorted(epochs.seed.unique()) == seeds and epochs.epoch.nunique() == 2
+    rows = list(pd.read_csv(out / "mechanism_pilot.csv", index_col=0).index)
+    assert "control · seed 0" in rows and any(r.startswith("lr0.003-kl0 · ours (") for r in rows)
+    assert "t, n-1 df" in (out / "mechanism_pilot.tex").read_text()
+    assert (out / "mechanism_pilot.pdf").read_bytes()[:4] == b"%PDF"
