@@ -2,7 +2,8 @@
 model in float64: the same seeds give the same adapters; mixed-adapter logits equal peft's mixed-adapter batch; all-K
 scoring as K blocks equals K single-adapter forwards; one batched backward of the K losses gives the gradients of K
 sequential per-adapter backwards through peft (and through a gradient-checkpointed model); KV-cached decoding equals
-the full forward; saved members are standard peft adapters that PeftModel.from_pretrained loads with equal logits."""
+the full forward; saved members are standard peft adapters that PeftModel.from_pretrained loads with equal logits; a
+decode step dispatches as many operators with 5 mixed adapters as with one (no loop over adapters or rows)."""
 import json
 
 import pytest
@@ -214,3 +215,33 @@ def test_bad_index_is_a_clear_error(stacked, batch):
     test_fail(lambda: stacked(ids, torch.arange(N - 1) % K), contains="7 entries for a batch of 8 rows")
     test_fail(lambda: stacked(ids, torch.full((N,), K)), contains=f"outside [0, {K})")
     test_fail(lambda: stacked(ids, [0] * N), contains="an int or a (rows,) int64 tensor")
+
+
+def _ops_per_decode_step(ens, index):
+    "aten operators dispatched by one single-token step of a batch of len(index) rows with a 4-token KV cache."
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    ids = torch.randint(3, 2048, (len(index), 5), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        past = ens(ids[:, :4], index, use_cache=True).past_key_values
+        with Count(): ens(ids[:, 4:], index, past_key_values=past, use_cache=True)
+    return Count.n
+
+
+def test_operator_count_does_not_grow_with_k_or_mixing():
+    "No Python loop over adapters or rows: a decode step dispatches as many operators for 5 mixed adapters as for 1."
+    five = StackedLoRAEnsemble(load_default_model()[0], n_adapters=5)
+    two = StackedLoRAEnsemble(load_default_model()[0], n_adapters=2)
+    rr = torch.arange(8) % 5
+    n_mixed, n_one = _ops_per_decode_step(five, rr), _ops_per_decode_step(five, torch.zeros(8, dtype=torch.long))
+    test_eq(n_mixed <= n_one, True)                                          # one adapter pays a gather too: never fewer ops
+    test_eq(_ops_per_decode_step(two, torch.arange(8) % 2), n_mixed)         # the same count for K = 2 and K = 5
+    with five.base_only(): n_base = _ops_per_decode_step(five, rr)
+    layers = len(five.layers)
+    test_eq(n_mixed - n_base <= 10 * layers, True)                          # a few operators per adapted module (9 today)

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['route_blocks', 'AdapterRoute', 'adapter_dtype', 'StackedLoRALinear', 'StackedLoRAEnsemble']
+__all__ = ['route_blocks', 'AdapterRoute', 'adapter_dtype', 'StackedLoRALinear', 'StackedLoRAEnsemble', 'adapter_major_index']
 
 # %% ../nbs/09_ensemble.ipynb #397f89c1
 def route_blocks(
@@ -198,7 +198,17 @@ def base_only(self: StackedLoRAEnsemble):
     try: yield
     finally: self.route.off = was
 
-# %% ../nbs/09_ensemble.ipynb #37b0f197
+# %% ../nbs/09_ensemble.ipynb #c92c68b4
+def adapter_major_index(
+    n_adapters: int,  # K
+    n_rows: int,      # N, rows of one block (the rollouts)
+) -> Tensor:          # (K·N,) int64: 0 (N times), 1 (N times), ..., K-1
+    "The index of K adapter-major blocks of the same N rows (scoring and training): row k·N + i is rollout i under adapter k."
+    for name, v in dict(n_adapters=n_adapters, n_rows=n_rows).items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return torch.arange(n_adapters).repeat_interleave(n_rows)
+
+# %% ../nbs/09_ensemble.ipynb #5c55cf60
 @patch
 def stacked_A(self: StackedLoRAEnsemble) -> list[Tensor]:
     "Per adapted module, the stacked down-projections A, (K, r, d_in): the parameters themselves."
@@ -209,7 +219,7 @@ def a_stacks(self: StackedLoRAEnsemble) -> list[Tensor]:
     "Per adapted module, W = [A^(1); ...; A^(K)] of shape (K·r, d_in) (Eq. 7), a differentiable view of the stack."
     return [a.reshape(-1, a.shape[-1]) for a in self.stacked_A()]
 
-# %% ../nbs/09_ensemble.ipynb #6986e417
+# %% ../nbs/09_ensemble.ipynb #77ed1428
 @patch
 def save(
     self: StackedLoRAEnsemble,
@@ -235,7 +245,7 @@ def save(
         save_file(tensors, sub / "adapter_model.safetensors", metadata={"format": "pt"})
     return subs
 
-# %% ../nbs/09_ensemble.ipynb #f9b93231
+# %% ../nbs/09_ensemble.ipynb #08b4c04e
 @patch
 def load(
     self: StackedLoRAEnsemble,
