@@ -12,7 +12,7 @@ q/k/v/o (the paper's settings), B ~ N(0, 0.01^2).
   counter), which is what dominates at this width.
 - training step: K = 5 adapters x N = 8 rollouts of `--T` tokens, LoRA dropout 0.05 on, loss = mean realised-token
   log-prob per block: (i) peft sequential, one forward and backward per adapter (today's path); (ii) stacked
-  sequential (the memory-saving option, paper Alg. 1 line 11); (iii) stacked batched, one forward of the K blocks
+  sequential (the memory-saving option: paper Alg. 1 Stage 5, "Sequential per-adapter backward"); (iii) stacked batched, one forward of the K blocks
   and one backward.
 Every repetition runs every variant once, in an order that rotates between repetitions; printed are medians.
 The CPU may be shared: read the ratios, not the absolutes.
