@@ -14,6 +14,8 @@ q/k/v/o (the paper's settings), B ~ N(0, 0.01^2).
   log-prob per block: (i) peft sequential, one forward and backward per adapter (today's path); (ii) stacked
   sequential (the memory-saving option: paper Alg. 1 Stage 5, "Sequential per-adapter backward"); (iii) stacked batched, one forward of the K blocks
   and one backward.
+  Also the activation memory a training step keeps for its backward: the bytes of the distinct storages autograd
+  saves (`saved_tensors_hooks`), frozen weights excluded; for the sequential paths, the largest of the K backwards.
 Every repetition runs every variant once, in an order that rotates between repetitions; printed are medians.
 The CPU may be shared: read the ratios, not the absolutes.
 
@@ -93,6 +95,18 @@ def train_step(run, model, T: int, vocab: int, seed: int) -> float:
     return time.perf_counter() - t
 
 
+def saved_mib(loss_fn, frozen: set) -> float:
+    "MiB of the distinct tensor storages autograd saves for the backward of loss_fn(), storages in `frozen` excluded."
+    seen = {}
+    def pack(t):
+        st = t.untyped_storage()
+        if st.data_ptr() not in frozen: seen[st.data_ptr()] = st.nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t): loss = loss_fn()
+    loss.backward()
+    return sum(seen.values()) / 2**20
+
+
 def block_loss(logits, ids):
     "Minus the mean realised-token log-prob of a block of rows."
     return -torch.log_softmax(logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None]).mean()
@@ -135,6 +149,22 @@ def bench_model(label, make_model, args, record):
         st.eval()
 
     trn = {"peft sequential": (peft_seq, pm), "stacked sequential": (st_seq, st), "stacked batched": (st_batched, st)}
+    ids = torch.randint(3, vocab, (BATCH, args.T), generator=torch.Generator().manual_seed(args.seed))
+    frozen = {p.untyped_storage().data_ptr() for m in (pm, st) for p in m.parameters()}
+    def peft_one(k):
+        pm.set_adapter(names[k]); pm.train()
+        return block_loss(pm(input_ids=ids).logits, ids)
+    def st_all():
+        st.train()
+        lg = st(ids.repeat(K, 1), torch.arange(K).repeat_interleave(BATCH)).logits.view(K, BATCH, ids.shape[1], -1)
+        return sum(block_loss(lg[k], ids) for k in range(K))
+    def st_one(k):
+        st.train()
+        return block_loss(st(ids, k).logits, ids)
+    mem = {"peft sequential": max(saved_mib(lambda: peft_one(k), frozen) for k in range(K)),
+           "stacked sequential": max(saved_mib(lambda: st_one(k), frozen) for k in range(K)),
+           "stacked batched": saved_mib(st_all, frozen)}
+    pm.eval(); st.eval()
     ops = {k: decode_time(f, 2, vocab, args.seed, count_ops=True)[1] for k, f in dec.items()}   # warm-up + op count
     for f, m in trn.values(): train_step(f, m, 8, vocab, args.seed)                              # warm-up
     dt = {k: [] for k in dec}; tt = {k: [] for k in trn}
@@ -154,7 +184,8 @@ def bench_model(label, make_model, args, record):
           f"{d['stacked 5 mixed'] / d['peft 1 adapter']:.2f} (target <= 1.3); stacked mixed / bare base "
           f"{d['stacked 5 mixed'] / d['peft base (bare model)']:.2f}")
     print(f"{label}: training step, K = {K} x N = {BATCH} rollouts of {args.T} tokens (median of {args.reps})")
-    for k in trn: print(f"  {k:<24} {t[k]:8.3f} s   {t[k] / t['peft sequential']:.2f}x peft sequential")
+    for k in trn: print(f"  {k:<24} {t[k]:8.3f} s   {t[k] / t['peft sequential']:.2f}x peft sequential   "
+                        f"saved activations {mem[k]:7.1f} MiB")
 
     s = "ensemble_batched.py"
     record(s, f"{label}: decode step, 5 mixed adapters, stacked", 1e3 * d["stacked 5 mixed"], "ms",
@@ -167,6 +198,8 @@ def bench_model(label, make_model, args, record):
            "peft sequential", t["peft sequential"])
     record(s, f"{label}: training step K=5 x N=8, stacked sequential", t["stacked sequential"], "s",
            "peft sequential", t["peft sequential"])
+    record(s, f"{label}: saved activations of a training step, stacked batched", mem["stacked batched"], "MiB",
+           "stacked sequential (largest adapter)", mem["stacked sequential"])
 
 
 def main():
