@@ -245,3 +245,19 @@ def test_operator_count_does_not_grow_with_k_or_mixing():
     with five.base_only(): n_base = _ops_per_decode_step(five, rr)
     layers = len(five.layers)
     test_eq(n_mixed - n_base <= 10 * layers, True)                          # a few operators per adapted module (9 today)
+
+
+def test_bench_script_runs_and_records(tmp_path):
+    "bench/ensemble_batched.py on the embedded model with the smallest settings: it runs and records its figures (timings never asserted)."
+    import os, subprocess, sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    rows = tmp_path / "rows.jsonl"
+    p = subprocess.run([sys.executable, str(root / "bench" / "ensemble_batched.py"), "--models", "embedded", "--reps", "1",
+                        "--steps", "2", "--T", "8"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1", "UGTTT_BENCH_OUT": str(rows)})
+    assert p.returncode == 0, p.stdout + p.stderr
+    recs = [json.loads(line) for line in rows.read_text().splitlines()]
+    test_eq([r["unit"] for r in recs], ["ms", "ms", "ms", "s", "s", "MiB"])
+    assert all(r["value"] > 0 and r["ratio"] is not None for r in recs)
+    assert "peft 5 mixed" in p.stdout and "ops/step" in p.stdout and "saved activations" in p.stdout

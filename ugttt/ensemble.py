@@ -152,6 +152,8 @@ class StackedLoRAEnsemble(nn.Module):
                 past_key_values=None,                # the KV cache of earlier steps (a transformers Cache)
                 **kwargs):                           # passed on to the model (use_cache, logits_to_keep, ...)
         "Run the model with row n under adapter adapter_index[n]; the output of the bare model's forward."
+        if not isinstance(input_ids, Tensor) or input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be a (rows, T) tensor of token ids, got {getattr(input_ids, 'shape', type(input_ids).__name__)}")
         self.route.set(adapter_index, self.n_adapters, input_ids.shape[0], self._layers[0].lora_A.device)
         return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                           past_key_values=past_key_values, **kwargs)
