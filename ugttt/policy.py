@@ -29,7 +29,7 @@ PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my
 class PolicyConfig:
     "The ensemble policy: base model, K adapters, the generation budget and scoring. Defaults: the paper (App. E)."
     model: str = "Qwen/Qwen3-8B"        # a save_pretrained directory or hub id; "default" = the embedded model
-    dtype: str = "bfloat16"             # dtype of the frozen base weights: float32, bfloat16, float16 (paper: fp16); adapters stay fp32
+    dtype: str = "bfloat16"             # dtype of the frozen base weights: float32, bfloat16, float16 (paper: fp16), float64 (exactness tests); adapters fp32 (float64 with float64)
     device: str = "cuda"                # torch device of the model
     n_adapters: int = 5                 # K (App. E: 5; the TTT-Discover baseline: 1)
     lora_rank: int = 16                 # r (App. E)
@@ -74,7 +74,7 @@ POLICY_PRESETS = dict(
 )
 
 # %% ../nbs/09_policy.ipynb #9f02f597
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
 
 def _check_policy_config(c: PolicyConfig) -> None:
     "Raise a ValueError naming the first field of a PolicyConfig that is out of range."
@@ -127,6 +127,7 @@ def load_base_model(
     else:
         tok = AutoTokenizer.from_pretrained(cfg.model)
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype).to(cfg.device)
+    if dtype == torch.float64: _rms_norms_in_float64(model)   # else "float64" would still round every norm to float32
     _check_lm_head(model)
     return model.eval(), tok
 
@@ -139,6 +140,24 @@ def _check_lm_head(model) -> None:
             raise ValueError(f"{type(model).__name__} transforms its logits ({attr}={getattr(c, attr)}); the chunked scoring "
                              "applies the plain LM head to the last hidden state and would give wrong log-probs")
     if model.get_output_embeddings() is None: raise ValueError(f"{type(model).__name__} has no LM head (get_output_embeddings)")
+
+# %% ../nbs/09_policy.ipynb #1b62f4b6
+def _rms_norm_float64(
+    norm,          # a transformers RMSNorm layer (weight, variance_epsilon)
+    x: Tensor,     # (..., D) float64 hidden states
+) -> Tensor:       # (..., D) weight * x / sqrt(mean(x^2) + eps), in x's dtype
+    "RMSNorm in the dtype of its input: transformers' formula for Qwen2/3, Llama and Mistral without its float32 cast."
+    return norm.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon))
+
+# %% ../nbs/09_policy.ipynb #d45f2ccc
+_FLOAT32_RMS_NORMS = ("Qwen3RMSNorm", "Qwen2RMSNorm", "LlamaRMSNorm", "MistralRMSNorm")   # w * x / rms(x), computed in float32
+
+def _rms_norms_in_float64(model) -> int:
+    "Make the RMSNorm layers of a float64 model that compute in float32 compute in float64 instead; how many were changed."
+    from types import MethodType   # a bound method, so that copy.deepcopy of the model binds the copy's own weights
+    norms = [m for m in model.modules() if type(m).__name__ in _FLOAT32_RMS_NORMS]
+    for m in norms: m.forward = MethodType(_rms_norm_float64, m)
+    return len(norms)
 
 # %% ../nbs/09_policy.ipynb #2bd272a0
 class LoRAEnsemble:
@@ -565,6 +584,11 @@ class RolloutScores:
     uncertainty: Tensor          # (G,) U_i = top-frac mean of token_mi over mi_mask (Eq. 3)
     base_logprobs: Tensor | None # (G, T) log pi_base with the adapters disabled, or None when not asked for
 
+# %% ../nbs/09_policy.ipynb #afd8c26f
+def _score_dtype(ens: LoRAEnsemble) -> torch.dtype:
+    "The dtype of scores and log-probs: float64 for a float64 model, float32 otherwise (the rule of ensemble_token_scores)."
+    return torch.float64 if _lm_head(ens)[0].dtype == torch.float64 else torch.float32
+
 # %% ../nbs/09_policy.ipynb #dea20bb6
 def score_rollouts(
     ens: LoRAEnsemble,
@@ -575,9 +599,9 @@ def score_rollouts(
     K, (G, T) = ens.n_adapters, rollouts.input_ids.shape
     lengths = rollouts.attention_mask.sum(-1).tolist()
     seqs = [rollouts.input_ids[i, :n] for i, n in enumerate(lengths)]
-    dev = ens.device
-    token_logprobs = torch.zeros(K, G, T, device=dev)      # (K, G, T)
-    token_mi = torch.zeros(G, T, device=dev)               # (G, T)
+    dev, dt = ens.device, _score_dtype(ens)
+    token_logprobs = torch.zeros(K, G, T, dtype=dt, device=dev)      # (K, G, T)
+    token_mi = torch.zeros(G, T, dtype=dt, device=dev)               # (G, T)
     for i, sc in enumerate(sequence_scores(ens, seqs, rollouts.prompt_len)):
         n = lengths[i]
         token_logprobs[:, i, 1:n] = sc.token_logprobs; token_mi[i, 1:n] = sc.token_mi
@@ -596,7 +620,7 @@ def base_logprobs(
 ) -> Tensor:                  # (B, T) log pi_base(token t | tokens < t), column-aligned; 0 in column 0 and beyond T_i
     "Realised-token log-probs of the frozen base model (every adapter disabled), LM head chunk by chunk."
     weight, bias = _lm_head(ens)
-    out = torch.zeros(len(sequences), T, device=ens.device)
+    out = torch.zeros(len(sequences), T, dtype=_score_dtype(ens), device=ens.device)   # (B, T)
     ens.model.eval()
     try:
         with torch.no_grad(), ens.model.disable_adapter():

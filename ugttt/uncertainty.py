@@ -15,7 +15,7 @@ from torch.utils.checkpoint import checkpoint
 
 # %% auto #0
 __all__ = ['token_mutual_information', 'realised_token_diagnostics', 'EnsembleTokenScores', 'ensemble_token_scores',
-           'chunked_token_logprobs', 'top_frac_count', 'top_frac_mean']
+           'chunked_token_logprobs', 'top_frac_count', 'top_frac_mean', 'float_tol']
 
 # %% ../nbs/01_uncertainty.ipynb #2e4146f3
 def _compute_dtype(
@@ -354,3 +354,15 @@ def _naive_top_frac_mean(
     sel = v if mask is None else v[torch.as_tensor(mask).to(torch.bool)]             # (n,)
     k = top_frac_count(sel.numel(), frac)
     return sel.sort(descending=True).values[:k].mean().item() if k else 0.0
+
+# %% ../nbs/01_uncertainty.ipynb #9688be5e
+def float_tol(
+    dtype: torch.dtype,   # the dtype both computations ran in
+    n: int,               # terms in the longest sum behind each compared value (a dot product's length), >= 1
+    scale: float = 1.0,   # magnitude of those terms, e.g. the largest |value| compared; > 0
+) -> float:               # absolute tolerance n * eps(dtype) * scale
+    "Tolerance for two computations of one value in `dtype` whose n-term sums run in different orders: n·eps·scale (Higham's bound)."
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point): raise ValueError(f"dtype must be a float torch.dtype, got {dtype!r}")
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1: raise ValueError(f"n must be a positive int, got {n!r}")
+    if not (isinstance(scale, numbers.Real) and 0 < scale < float("inf")): raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
+    return int(n) * torch.finfo(dtype).eps * float(scale)
