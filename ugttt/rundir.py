@@ -8,18 +8,18 @@ import errno, json, os, re, secrets, stat
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['RunDirError', 'read_regular', 'read_json', 'read_jsonl', 'append_jsonl', 'write_atomic', 'check_tree', 'read_latest',
-           'check_logs']
+__all__ = ['RunDirError', 'open_regular', 'read_regular', 'read_json', 'read_jsonl', 'append_jsonl', 'open_append',
+           'write_atomic', 'check_tree', 'read_latest', 'check_logs']
 
 # %% ../nbs/13_rundir.ipynb #a76c5d28
 class RunDirError(ValueError):
     "A file of a run directory that cannot be used as it is; the message names the file and the problem."
 
 # %% ../nbs/13_rundir.ipynb #3b38f369
-def read_regular(
+def open_regular(
     path,   # a file inside a run directory
-) -> bytes: # its contents
-    "The bytes of a regular file; RunDirError for a symbolic link, a FIFO, a device or a directory, FileNotFoundError if missing."
+):          # a binary file object, open for reading
+    "Open a regular file for reading; RunDirError for a symbolic link, a FIFO, a device or a directory, FileNotFoundError if missing."
     path = Path(path)
     try: fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError: raise FileNotFoundError(f"{path} does not exist") from None
@@ -29,8 +29,14 @@ def read_regular(
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode): raise RunDirError(f"{path} is not a regular file ({_kind(mode)}); it is not read")
-        with os.fdopen(fd, "rb", closefd=False) as f: return f.read()
-    finally: os.close(fd)
+    except BaseException: os.close(fd); raise
+    return os.fdopen(fd, "rb")
+
+def read_regular(
+    path,   # a file inside a run directory
+) -> bytes: # its contents
+    "The bytes of a regular file (open_regular's checks)."
+    with open_regular(path) as f: return f.read()
 
 def _kind(mode: int) -> str:
     "What a file mode is, in words."
@@ -77,6 +83,16 @@ def append_jsonl(
     "Append records as JSON lines with one write on an O_APPEND descriptor, then fsync: a crash leaves at most a partial last line."
     if not records: return
     data = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records).encode()
+    with open_append(path, buffering=0) as f:
+        view = memoryview(data)
+        while view: view = view[f.write(view):]
+        os.fsync(f.fileno())
+
+def open_append(
+    path,                # a file to append to (created if missing)
+    buffering: int = -1, # as open's: 0 unbuffered (bytes), else text with line buffering off
+):                       # a file object open for appending
+    "Open a regular file for appending with O_NOFOLLOW; RunDirError for a link or anything but a regular file."
     try: fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as e:
         if e.errno == errno.ELOOP: raise RunDirError(f"{path} is a symbolic link; it is not written through") from None
@@ -84,21 +100,19 @@ def append_jsonl(
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode): raise RunDirError(f"{path} is not a regular file ({_kind(mode)}); it is not written")
-        view = memoryview(data)
-        while view: view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally: os.close(fd)
+    except BaseException: os.close(fd); raise
+    return os.fdopen(fd, "ab", buffering=0) if buffering == 0 else os.fdopen(fd, "a")
 
 # %% ../nbs/13_rundir.ipynb #4bc4e607
 def write_atomic(
     path,                 # the file to (re)write
-    data: str | bytes,    # its new contents (str is written as UTF-8)
+    data,                 # its new contents: str (written as UTF-8), bytes, or a callable that writes to a binary file object
 ) -> None:
     "Replace a file's contents atomically through an exclusive, never-followed temporary; refuse a target that is a link or not a regular file."
     path = Path(path)
     if path.is_symlink(): raise RunDirError(f"{path} is a symbolic link; it is not written through")
     if path.exists() and not path.is_file(): raise RunDirError(f"{path} is not a regular file ({_kind(path.lstat().st_mode)}); it is not replaced")
-    data = data.encode() if isinstance(data, str) else bytes(data)
+    if isinstance(data, str): data = data.encode()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
     for _ in range(100):   # a name taken (a planted file, a concurrent writer) is skipped, never opened
         tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
@@ -106,11 +120,9 @@ def write_atomic(
         except FileExistsError: continue
     else: raise RunDirError(f"cannot create a temporary file next to {path}")
     try:
-        try:
-            view = memoryview(data)
-            while view: view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally: os.close(fd)
+        with os.fdopen(fd, "wb") as f:
+            data(f) if callable(data) else f.write(data)      # a large state streams to disk rather than through a buffer
+            f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
