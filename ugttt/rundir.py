@@ -8,8 +8,8 @@ import errno, json, os, re, secrets, stat
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['RunDirError', 'open_regular', 'read_regular', 'read_json', 'read_jsonl', 'append_jsonl', 'open_append',
-           'write_atomic', 'check_tree', 'read_latest', 'check_logs']
+__all__ = ['TRACKER_DIRS', 'RunDirError', 'open_regular', 'read_regular', 'read_json', 'read_jsonl', 'append_jsonl',
+           'open_append', 'write_atomic', 'check_tree', 'read_latest', 'check_logs']
 
 # %% ../nbs/13_rundir.ipynb #a76c5d28
 class RunDirError(ValueError):
@@ -129,12 +129,15 @@ def write_atomic(
         raise
 
 # %% ../nbs/13_rundir.ipynb #5f89dd69
+TRACKER_DIRS = ("tensorboard", "wandb")   # top-level directories a tracker owns (13_tracking): their contents are its own
+
 def check_tree(
     run_dir,   # a run directory
 ) -> None:
     "RunDirError naming the first symbolic link or special file (FIFO, device, socket) inside a run directory."
     run_dir = Path(run_dir)
     for root, dirs, files in os.walk(run_dir, followlinks=False):
+        if Path(root) == run_dir: dirs[:] = [d for d in dirs if d not in TRACKER_DIRS or (run_dir / d).is_symlink()]
         for name in sorted(dirs + files):
             p = Path(root) / name
             mode = p.lstat().st_mode
