@@ -276,7 +276,7 @@ CORRUPTIONS = {
     "state truncated": (_truncate(STATE, 200), f"{STATE} does not load as a checkpoint with weights_only=True"),
     "state of another epoch": (lambda run: _state(run, epoch=0), "holds epoch 0, latest.json names 1"),
     "state for other K": (lambda run: _state(run, optimizers=[]), "holds 0 optimiser states, the run has 2 adapters"),
-    "state bad rng": (lambda run: _state(run, torch_rng=torch.zeros(3, dtype=torch.uint8)), "torch_rng is not a valid CPU RNG state"),
+    "state bad rng": (lambda run: _state(run, torch_rng=torch.zeros(3, dtype=torch.uint8)), "torch_rng is not a valid cpu RNG state"),
     "sampler not json": (_replace("checkpoints/epoch_0001/sampler.json", b"{"), "sampler.json is not valid JSON"),
     "sampler wrong shape": (_replace("checkpoints/epoch_0001/sampler.json", b"{}"), "sampler.json does not rebuild a PUCTSampler"),
     "streaming missing": (_replace("checkpoints/epoch_0001/streaming.json", None), "streaming.json is missing"),

@@ -81,7 +81,7 @@ def load_checkpoint(
     latest = read_latest(run_dir)
     if latest is None: raise RunDirError(f"{Path(run_dir) / 'checkpoints' / 'latest.json'} does not exist: no checkpoint to resume")
     epoch, ck = latest
-    st = _read_state(ck / "trainer_state.pt", epoch, optimizers)
+    st = _read_state(ck / "trainer_state.pt", epoch, optimizers, gen)
     sampler = _from_json(PUCTSampler, ck / "sampler.json")
     history = _from_json(StreamingHistory, ck / "streaming.json")
     weights = {name: _read_adapter(ck / "adapters" / name / "adapter_model.safetensors",
@@ -99,6 +99,7 @@ def _read_state(
     path: Path,        # checkpoints/epoch_XXXX/trainer_state.pt
     epoch: int,        # the epoch latest.json names
     optimizers,        # the run's K optimisers (their parameters give the expected shapes)
+    gen: torch.Generator,  # the sampling generator (its device says what its state must be)
 ) -> dict:             # the checked state
     "Load trainer_state.pt with weights_only=True and check its structure; RunDirError naming the file otherwise."
     try:
@@ -125,9 +126,9 @@ def _read_state(
     for k, (o, s) in enumerate(zip(optimizers, st["optimizers"])):
         why = _optimizer_mismatch(o, s)
         if why: raise bad(f"optimiser {k}: {why}")
-    for k, gen_state in (("torch_rng", st["torch_rng"]), ("sample_rng", st["sample_rng"])):
-        try: torch.Generator().set_state(gen_state)           # a state of the wrong size fails here, not after a partial restore
-        except RuntimeError as e: raise bad(f"{k} is not a valid CPU RNG state ({_first_line(e)})") from None
+    for k, gen_state, device in (("torch_rng", st["torch_rng"], "cpu"), ("sample_rng", st["sample_rng"], gen.device)):
+        try: torch.Generator(device=device).set_state(gen_state)   # a state of the wrong size fails here, not after a partial restore
+        except RuntimeError as e: raise bad(f"{k} is not a valid {device} RNG state ({_first_line(e)})") from None
     return st
 
 def _optimizer_mismatch(o, s) -> str | None:
