@@ -9,7 +9,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['TRACKER_DIRS', 'RunDirError', 'open_regular', 'read_regular', 'read_json', 'read_jsonl', 'append_jsonl',
-           'open_append', 'write_atomic', 'check_tree', 'read_latest', 'check_logs']
+           'open_append', 'write_atomic', 'remove_temporaries', 'check_tree', 'read_latest', 'check_logs']
 
 # %% ../nbs/13_rundir.ipynb #a76c5d28
 class RunDirError(ValueError):
@@ -129,6 +129,18 @@ def write_atomic(
         raise
 
 # %% ../nbs/13_rundir.ipynb #5f89dd69
+_TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
+
+def remove_temporaries(
+    directory,   # a directory of a run (the run, its checkpoints/, its puct/)
+) -> list[str]:  # the names removed
+    "Remove the temporaries a killed write_atomic left in a directory (regular files of its name pattern only)."
+    gone = []
+    for p in sorted(Path(directory).iterdir()) if Path(directory).is_dir() else []:
+        if _TEMPORARY.fullmatch(p.name) and not p.is_symlink() and p.is_file(): p.unlink(); gone.append(p.name)
+    return gone
+
+# %% ../nbs/13_rundir.ipynb #b12b8ea4
 TRACKER_DIRS = ("tensorboard", "wandb")   # top-level directories a tracker owns (13_tracking): their contents are its own
 
 def check_tree(
@@ -144,7 +156,7 @@ def check_tree(
             if stat.S_ISLNK(mode): raise RunDirError(f"{p} is a symbolic link; a run directory holds no links (move it away)")
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)): raise RunDirError(f"{p} is {_kind(mode)}; a run directory holds only files and directories")
 
-# %% ../nbs/13_rundir.ipynb #b12b8ea4
+# %% ../nbs/13_rundir.ipynb #1a4ed01b
 _EPOCH_DIR = re.compile(r"epoch_\d{4,}")
 
 def read_latest(
@@ -167,7 +179,7 @@ def read_latest(
     if target.is_symlink() or not target.is_dir(): raise RunDirError(f"{path} names {target}, which is not a checkpoint directory")
     return e, target
 
-# %% ../nbs/13_rundir.ipynb #1a4ed01b
+# %% ../nbs/13_rundir.ipynb #e23cf598
 def check_logs(
     run_dir,       # a run directory
     done: int,     # epochs the newest checkpoint says are finished (its epoch + 1; 0 before the first)

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from .config import TrainConfig, config_diff, config_from_dict, config_to_dict
 from .rundir import (RunDirError, append_jsonl, check_logs, check_tree, open_regular, read_json, read_jsonl, read_latest,
-                          read_regular, write_atomic)
+                          read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
 from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, score_rollouts
 from .puct import PUCTSampler
@@ -369,6 +369,8 @@ def train(
     sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
                           topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
     history = StreamingHistory()
+    if resume:
+        for d in (out, out / "checkpoints", out / "puct"): remove_temporaries(d)   # a killed write's leftovers
     if resume and read_latest(out) is not None:
         st = load_checkpoint(out, ens, optimizers, gen)
         start, counter, sampler, history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
