@@ -35,20 +35,22 @@ class Run:
 def load_run(
     path,   # a run directory
 ) -> Run:
-    "Read a run directory (complete JSON lines only; a partial last line of a live run is ignored)."
+    "Read a run directory (complete JSON lines only; a partial last line of a live run is ignored); regular files only."
+    from ugttt.rundir import RunDirError, read_json
     path = Path(path)
-    if not (path / "config.json").is_file(): raise FileNotFoundError(f"{path} is not a run directory (no config.json)")
-    return Run(path, json.loads((path / "config.json").read_text()), _read_lines(path / "trajectories.jsonl"),
+    if not ((path / "config.json").exists() or (path / "config.json").is_symlink()): raise FileNotFoundError(f"{path} is not a run directory (no config.json)")
+    config = read_json(path / "config.json")   # a link, a FIFO or a device is refused, not followed or read
+    if not isinstance(config, dict): raise RunDirError(f"{path / 'config.json'} is not a JSON object of config fields")
+    return Run(path, config, _read_lines(path / "trajectories.jsonl"),
                [r for r in _read_lines(path / "metrics.jsonl") if "progress/epoch" in r])
 
 # %% ../nbs/14_analysis.ipynb #d34169c9
 def _read_lines(
     path: Path,   # a JSON-lines file (may be missing)
 ) -> list[dict]:  # its complete records
-    "The complete records of a JSON-lines file; a missing file has none."
-    if not path.is_file(): return []
-    data = path.read_text()
-    return [json.loads(line) for line in data[:data.rfind("\n") + 1].splitlines() if line.strip()]
+    "The complete records of a JSON-lines file; a missing file has none (13_rundir's read_jsonl: regular files only)."
+    from ugttt.rundir import read_jsonl
+    return read_jsonl(path)[0]
 
 # %% ../nbs/14_analysis.ipynb #dc5e8db8
 def best_curve(

@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_cli.ipynb #b6fb9e7b
 from __future__ import annotations
-import argparse, json, math, sys, typing
+import argparse, json, math, os, sys, typing
 from dataclasses import fields, MISSING
 from pathlib import Path
 from .config import METHODS, TRAIN_PRESETS, TrainConfig, load_config, make_config
@@ -101,19 +101,25 @@ def config_from_args(args) -> TrainConfig:
 # %% ../nbs/15_cli.ipynb #a90fa8ae
 def report_rows(runs) -> list[dict]:
     "Per run directory: task, method, epochs done, R_max, final-epoch family entropy, mean token MI, correct rate."
-    from ugttt.trainer import read_jsonl
+    from ugttt.rundir import RunDirError, read_json, read_jsonl   # regular files only: a FIFO or /dev/zero is refused, not read
     rows = []
     for run in runs:
         run = Path(run)
-        if not (run / "config.json").is_file(): raise FileNotFoundError(f"{run} is not a run directory (no config.json)")
-        cfg = json.loads((run / "config.json").read_text())
+        if not os.path.lexists(run / "config.json"): raise FileNotFoundError(f"{run} is not a run directory (no config.json)")
+        cfg = read_json(run / "config.json")
+        if not isinstance(cfg, dict) or not all(isinstance(cfg.get(k), str) for k in ("task", "method")):
+            raise RunDirError(f"{run / 'config.json'} is not a run's config (no task and method)")
         epochs = [r for r in read_jsonl(run / "metrics.jsonl")[0] if "progress/epoch" in r]
         last = epochs[-1] if epochs else {}
+        mi = [v for v in (_number(e.get("mi/token_mean")) for e in epochs) if v is not None]
         rows.append(dict(run=str(run), task=cfg["task"], method=cfg["method"], epochs=len(epochs),
-                         R_max=last.get("train/reward/exec/best"), H_bits=last.get("families/entropy_bits"),
-                         mean_MI=(sum(e["mi/token_mean"] for e in epochs) / len(epochs)) if epochs else None,
-                         correct=last.get("train/correctness/rate")))
+                         R_max=_number(last.get("train/reward/exec/best")), H_bits=_number(last.get("families/entropy_bits")),
+                         mean_MI=sum(mi) / len(mi) if mi else None, correct=_number(last.get("train/correctness/rate"))))
     return rows
+
+def _number(v) -> float | None:
+    "v if it is a finite number (a log's value), else None: a damaged record shows as '-', not as a crash."
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 def format_report(rows: list[dict]) -> str:
     "A plain-text table of report_rows."
@@ -136,9 +142,15 @@ def main(argv: list[str] | None = None) -> int:
             from ugttt.plan import plan, format_plan
             if args.gpu_gib is not None and not args.gpu_gib > 0: raise ValueError(f"--gpu-gib must be > 0, got {args.gpu_gib}")
             print(format_plan(plan(cfg, args.gpu_gib))); return 0
-        from ugttt.trainer import check_run_dir, train
-        check_run_dir(cfg, args.out, args.resume)
+        from ugttt.trainer import check_device, check_extras, check_run_dir, train
+        check_run_dir(cfg, args.out, args.resume); check_extras(cfg); check_device(cfg)
     except (ValueError, TypeError, ImportError, FileExistsError, FileNotFoundError) as e:   # input problems and missing extras, before any compute
-        sys.stderr.write(f"ugttt: error: {e}\n"); return 2
-    train(cfg, args.out, resume=args.resume, progress=not args.quiet)
+        return _fail(e)
+    from ugttt.rundir import RunDirError
+    try: train(cfg, args.out, resume=args.resume, progress=not args.quiet)
+    except RunDirError as e: return _fail(e)        # a damaged checkpoint found while resuming: nothing was written
     return 0
+
+def _fail(e: BaseException) -> int:
+    "Print an error as one line (a message's own line breaks joined) and return exit code 2."
+    sys.stderr.write("ugttt: error: " + " ".join(str(e).splitlines()) + "\n"); return 2

@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_config.ipynb #b1f58bae
 from __future__ import annotations
-import dataclasses, json
+import dataclasses, json, math
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
 from .policy import PolicyConfig
@@ -59,14 +59,16 @@ class TrainConfig:
 def _check_train_config(c: TrainConfig) -> None:
     "Raise a ValueError naming the first field of a TrainConfig that is out of range."
     if not isinstance(c.task, str): raise TypeError(f"task must be a str (a task name or 'package.module:attr'), got {type(c.task).__name__}")
-    get_task(c.task)                    # a built-in name, or a spec imported and checked now, before any compute
     if c.method not in METHODS: raise ValueError(f"unknown method {c.method!r}; choose from {', '.join(METHODS)}")
     for name, lo in (("epochs", 1), ("groups_per_epoch", 1), ("group_size", 2), ("sandbox_workers", 1),
                      ("puct_topk_children", 1), ("puct_max_buffer", 1), ("decode_groups", 1)):
         v = getattr(c, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-    if isinstance(c.seed, bool) or not isinstance(c.seed, int) or c.seed < 0: raise ValueError(f"seed must be an int >= 0, got {c.seed!r}")
+    if isinstance(c.seed, bool) or not isinstance(c.seed, int) or not 0 <= c.seed < 2**63:
+        raise ValueError(f"seed must be an int in [0, 2**63), got {c.seed!r}")
     if c.prompt_style not in ("chat", "compact"): raise ValueError(f"prompt_style must be 'chat' or 'compact', got {c.prompt_style!r}")
+    if c.puct_max_buffer < c.groups_per_epoch:   # the PUCT buffer must hold the epoch's roots (08_puct)
+        raise ValueError(f"puct_max_buffer ({c.puct_max_buffer}) must be >= groups_per_epoch ({c.groups_per_epoch})")
     if not c.budget_s > 0: raise ValueError(f"budget_s must be > 0, got {c.budget_s}")
     if not c.puct_c >= 0: raise ValueError(f"puct_c must be >= 0, got {c.puct_c}")
     if c.executor not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {c.executor!r}")
@@ -77,13 +79,40 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.puct_backup not in ("ttt_discover", "reference"): raise ValueError(f"puct_backup must be 'ttt_discover' or 'reference', got {c.puct_backup!r}")
     for name, cls in (("policy", PolicyConfig), ("update", UpdateConfig), ("streaming", StreamingConfig)):
         if not isinstance(getattr(c, name), cls): raise TypeError(f"{name} must be a {cls.__name__}, got {type(getattr(c, name)).__name__}")
+    _check_finite(c)
+    _check_run_fields(c)
     m = c.policy.model
     if m != "default" and (m.startswith((".", "/", "~")) or Path(m).expanduser().exists() or m.count("/") > 1):
         if not (Path(m).expanduser() / "config.json").is_file():
             raise ValueError(f"policy.model {m!r} is not a model directory (no config.json there)")
     if c.streaming_on and c.policy.think_cap is None: raise ValueError("streaming needs a thinking phase: policy.think_cap is None")
+    get_task(c.task)   # last: a built-in name, or the spec the user asked for, imported and checked now, before any compute
 
 # %% ../nbs/13_config.ipynb #dbd71c29
+def _check_finite(c) -> None:
+    "ValueError naming (dotted) the first float field of a TrainConfig or its nested sections that is NaN or infinite."
+    for section, obj in (("", c), ("policy.", c.policy), ("update.", c.update), ("streaming.", c.streaming)):
+        for f in fields(obj):
+            v = getattr(obj, f.name)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                if isinstance(x, float) and not math.isfinite(x): raise ValueError(f"{section}{f.name} must be finite, got {v!r}")
+
+# %% ../nbs/13_config.ipynb #a035c45c
+MIN_TEMPERATURE = 1e-4   # below: greedy in effect, and logits / temperature overflows float32 far below
+
+def _check_run_fields(c) -> None:
+    "ValueError for a seed beyond 64-bit generators, a sampling temperature below MIN_TEMPERATURE, or a device torch cannot parse."
+    import torch
+    s = c.policy.seed
+    if isinstance(s, bool) or not isinstance(s, int) or s < 0 or s + 1000 * (c.policy.n_adapters - 1) >= 2**63:
+        raise ValueError(f"policy.seed must be an int >= 0 with policy.seed + 1000·(n_adapters - 1) < 2**63, got {c.policy.seed!r}")
+    if c.policy.temperature < MIN_TEMPERATURE:
+        raise ValueError(f"policy.temperature must be >= {MIN_TEMPERATURE:g} (below it sampling is greedy in effect and overflows "
+                         f"float32), got {c.policy.temperature!r}")
+    try: torch.device(c.policy.device)
+    except (RuntimeError, TypeError): raise ValueError(f"policy.device {c.policy.device!r} is not a torch device (cpu, cuda, cuda:1, mps)") from None
+
+# %% ../nbs/13_config.ipynb #28849e28
 TRAIN_PRESETS = dict(
     paper=dict(prompt_style="chat", decode_groups=1),
     tiny=dict(prompt_style="compact", decode_groups=8, budget_s=5.0),
@@ -93,7 +122,7 @@ _NESTED_PRESETS = dict(   # preset name -> settings of the nested configs beyond
     tiny=dict(policy=dict(n_adapters=5), update=dict(lr=1e-3), streaming=dict()),
 )
 
-# %% ../nbs/13_config.ipynb #a035c45c
+# %% ../nbs/13_config.ipynb #4c1a24be
 def make_config(
     task: str = "cp26",       # ac1, ac2, cp26 or erdos
     method: str = "ugttt",    # ugttt, baseline or no_nnm
@@ -116,7 +145,7 @@ def make_config(
                        update=_nested(UpdateConfig, "update", preset, nested["update"]),
                        streaming=_nested(StreamingConfig, "streaming", preset, nested["streaming"]))
 
-# %% ../nbs/13_config.ipynb #f29b1f9c
+# %% ../nbs/13_config.ipynb #49021c2b
 def _put(top: dict, nested: dict, key: str, value) -> None:
     "Place one override: a top-level field, a dotted nested field, or a dict of nested fields."
     if key in nested and isinstance(value, dict): nested[key].update(value); return
@@ -134,7 +163,7 @@ def _nested(cls, section: str, preset: str, values: dict):
     if cls is UpdateConfig: return UpdateConfig(**values)
     return cls.preset(preset, **values)
 
-# %% ../nbs/13_config.ipynb #48959be0
+# %% ../nbs/13_config.ipynb #a6a8f17a
 def config_to_dict(cfg: TrainConfig) -> dict:
     "The config as a dict of JSON types (nested sections as dicts, tuples as lists)."
     return json.loads(json.dumps(asdict(cfg)))
@@ -146,7 +175,7 @@ def config_from_dict(d: dict) -> TrainConfig:
     pol["target_modules"] = tuple(pol["target_modules"]); upd["betas"] = tuple(upd["betas"])
     return TrainConfig(**d, policy=PolicyConfig(**pol), update=UpdateConfig(**upd), streaming=StreamingConfig(**st))
 
-# %% ../nbs/13_config.ipynb #4d4269a7
+# %% ../nbs/13_config.ipynb #90d708a6
 OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "ray_address", "report_to")   # how a run executes, not what it computes
 
 def config_diff(
@@ -154,9 +183,27 @@ def config_diff(
     new,             # another
 ) -> list[str]:      # "field: old -> new" for each difference, nested fields by dotted name; operational fields skipped
     "The fields on which two configs differ in what the run computes, nested ones by dotted name."
-    a, b = (config_to_dict(config_from_dict(c) if isinstance(c, dict) else c) for c in (old, new))
-    for f in OPERATIONAL_FIELDS: a.pop(f), b.pop(f)
+    a, b = (_plain(c) for c in (old, new))
+    for f in OPERATIONAL_FIELDS: a.pop(f, None), b.pop(f, None)
     return _dict_diff(a, b)
+
+def _plain(c) -> dict:
+    "A config as JSON data without resolving anything: a TrainConfig's dict, or a stored dict over the fields' defaults."
+    if isinstance(c, TrainConfig): return config_to_dict(c)
+    if not isinstance(c, dict): raise ValueError(f"a stored config must be a JSON object of fields, got {type(c).__name__}")
+    try: d = json.loads(json.dumps(c, allow_nan=True))
+    except (TypeError, ValueError) as e: raise ValueError(f"a stored config is not JSON data: {e}") from None
+    out = {**_DEFAULTS, **d}
+    for sec in ("policy", "update", "streaming"):
+        if isinstance(out[sec], dict): out[sec] = {**_DEFAULTS[sec], **out[sec]}
+    return out
+
+def _field_default(f):
+    "A dataclass field's default value (its factory called)."
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+_DEFAULTS = json.loads(json.dumps({f.name: asdict(v) if dataclasses.is_dataclass(v) else v
+                                   for f in fields(TrainConfig) for v in [_field_default(f)]}))   # a field absent from an old config.json
 
 def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
     "The keys on which two nested dicts differ, by dotted name."
@@ -167,7 +214,7 @@ def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
         elif x != y: out.append(f"{prefix}{k}: {x!r} -> {y!r}")
     return out
 
-# %% ../nbs/13_config.ipynb #a6a8f17a
+# %% ../nbs/13_config.ipynb #df84a89e
 def load_config(
     path,                         # a .json, .yaml or .yml file: {"task": ..., "method": ..., "preset": ..., fields...}
     **overrides,                  # applied after the file (e.g. command-line flags)
@@ -175,12 +222,20 @@ def load_config(
     "A config from a JSON or YAML file of (possibly partial) fields over a preset, then overrides."
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"config file {path} does not exist")
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
+    if path.suffix not in (".json", ".yaml", ".yml"): raise ValueError(f"config file {path} must end in .json, .yaml or .yml")
+    try: text = path.read_text()
+    except UnicodeDecodeError as e: raise ValueError(f"config file {path} is not UTF-8 text (byte {e.start})") from None
+    if path.suffix == ".json":
+        try: d = json.loads(text)
+        except json.JSONDecodeError as e: raise ValueError(f"config file {path} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    else:
         import yaml
-        d = yaml.safe_load(text) or {}
-    elif path.suffix == ".json": d = json.loads(text)
-    else: raise ValueError(f"config file {path} must end in .json, .yaml or .yml")
+        try: d = yaml.safe_load(text)
+        except yaml.YAMLError as e:   # one line: the problem and where, without the quoted source yaml prints
+            where = getattr(e, "problem_mark", None)
+            at = f" at line {where.line + 1} column {where.column + 1}" if where is not None else ""
+            raise ValueError(f"config file {path} is not valid YAML: {getattr(e, 'problem', None) or type(e).__name__}{at}") from None
+        d = {} if d is None else d
     if not isinstance(d, dict): raise ValueError(f"config file {path} must hold a mapping of fields, got {type(d).__name__}")
     d = {**d, **overrides}
     return make_config(d.pop("task", "cp26"), d.pop("method", "ugttt"), d.pop("preset", "tiny"), **d)

@@ -127,16 +127,22 @@ def run_state(
     path,                 # a run directory (may not exist)
     cfg: TrainConfig,     # the config the experiment wants there
 ) -> str:                 # "missing", "partial" or "finished"
-    "Whether the run is missing, partial or finished; ValueError if the directory holds a different config."
+    "Whether the run is missing, partial or finished; ValueError if the directory holds a different config or is damaged."
+    from ugttt.rundir import RunDirError, check_logs, check_tree, read_json, read_latest
     path = Path(path)
-    if not path.exists(): return "missing"
-    if not (path / "config.json").is_file(): raise ValueError(f"{path} exists but is not a run directory (no config.json); move it away")
-    diff = config_diff(json.loads((path / "config.json").read_text()), cfg)
+    if not os.path.lexists(path): return "missing"
+    if not path.is_dir() or not os.path.lexists(path / "config.json"):
+        raise ValueError(f"{path} exists but is not a run directory (no config.json); move it away")
+    check_tree(path)
+    try: diff = config_diff(read_json(path / "config.json"), cfg)   # plain data: a task it names is never imported
+    except RunDirError: raise
+    except ValueError as e: raise RunDirError(f"{path / 'config.json'}: {e}") from None
     if diff:
         raise ValueError(f"{path} holds a run with a different config ({'; '.join(diff[:4])}); "
                          "choose another runs_dir or move that run away")
-    latest = path / "checkpoints" / "latest.json"
-    done = json.loads(latest.read_text())["epoch"] + 1 if latest.is_file() else 0
+    latest = read_latest(path)
+    done = latest[0] + 1 if latest else 0
+    check_logs(path, done)                                            # a finished run's logs hold every epoch
     return "finished" if done >= cfg.epochs else "partial"
 
 # %% ../nbs/16_reproduce.ipynb #d22a91c3
@@ -179,13 +185,14 @@ _CHILD = ("import json, sys, torch; torch.set_num_threads(int(sys.argv[4]))\n"
           "train(config_from_dict(json.load(open(sys.argv[1]))), sys.argv[2], resume=sys.argv[3] == '1', progress=False)")
 
 def _start_worker(cfg: TrainConfig, path: Path, resume: bool, threads: int) -> subprocess.Popen:
-    "Start one training process; its config goes through a JSON file, its output to <run>.log."
+    "Start one training process; its config goes through a JSON file, its output to <run>.log (neither written through a link)."
+    from ugttt.rundir import open_append, write_atomic
     path.parent.mkdir(parents=True, exist_ok=True)
     spec = path.parent / f".{path.name}.config.json"
-    spec.write_text(json.dumps(config_to_dict(cfg)))
+    write_atomic(spec, json.dumps(config_to_dict(cfg)))
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
-    log = open(_log_path(path), "a")
+    log = open_append(_log_path(path))
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(spec), str(path), "1" if resume else "0", str(threads)],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     proc.log = log
@@ -194,7 +201,9 @@ def _start_worker(cfg: TrainConfig, path: Path, resume: bool, threads: int) -> s
 def _log_path(path: Path) -> Path: return path.parent / f"{path.name}.log"
 def _label(path: Path) -> str: return f"{path.parent.name}/{path.name}"
 def _tail(path: Path, n: int = 15) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-n:]) if path.is_file() else "(no log)"
+    from ugttt.rundir import RunDirError, read_regular
+    try: return "\n".join(read_regular(path).decode(errors="replace").splitlines()[-n:])
+    except (FileNotFoundError, RunDirError): return "(no log)"
 
 # %% ../nbs/16_reproduce.ipynb #105a0b33
 def ensure_runs(

@@ -4,11 +4,11 @@
 
 # %% ../nbs/13_tracking.ipynb #0e1f8342
 from __future__ import annotations
-import contextlib, importlib.util, io, json, math, os
+import contextlib, hashlib, importlib.util, io, json, math, os
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['TRACKERS', 'scalars', 'report_to_tuple', 'check_report_to', 'Tracker', 'open_tracker']
+__all__ = ['TRACKERS', 'scalars', 'report_to_tuple', 'check_report_to', 'Tracker', 'open_tracker', 'run_name']
 
 # %% ../nbs/13_tracking.ipynb #6a88a3d7
 TRACKERS = ("tensorboard", "trackio", "wandb")   # report_to values besides "none", in this order
@@ -123,7 +123,7 @@ class Tracker:
 def open_tracker(
     report_to,          # the config's report_to: () / "none", or trackers
     run_dir,            # the run directory (exists: config.json is written first)
-    run_name: str,      # the run's name in the trackers (the directory's name)
+    run_name: str,      # the run's name in the trackers (run_name(run_dir): unique per run directory)
     config: dict,       # the run's config (config_to_dict), logged with it
 ) -> Tracker:
     "Open the trackers report_to asks for on this run; an empty Tracker for none."
@@ -135,3 +135,11 @@ def open_tracker(
         for b in backends: b.close()
         raise
     return Tracker(backends)
+
+# %% ../nbs/13_tracking.ipynb #81f87dbf
+def run_name(
+    run_dir,   # the run directory
+) -> str:      # e.g. "cp26-ugttt-s0-1a2b3c4d"
+    "A tracker run name unique to the run directory: its parent's and its own name, and a hash of its real path."
+    p = Path(os.path.realpath(run_dir))
+    return f"{p.parent.name}-{p.name}-{hashlib.sha256(str(p).encode()).hexdigest()[:8]}"

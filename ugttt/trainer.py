@@ -10,60 +10,36 @@ from pathlib import Path
 import numpy as np
 import torch
 from .config import TrainConfig, config_diff, config_from_dict, config_to_dict
+from .rundir import (RunDirError, append_jsonl, check_logs, check_tree, open_regular, read_json, read_jsonl, read_latest,
+                          read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
 from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, score_rollouts
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
 from .tasks import get_task
-from .tracking import check_report_to, open_tracker
+from .tracking import check_report_to, open_tracker, run_name
 from .update import GroupUpdate, group_advantages, make_optimizers, max_principal_cosine, update_epoch
 
 # %% auto #0
-__all__ = ['append_jsonl', 'read_jsonl', 'save_checkpoint', 'load_checkpoint', 'check_run_dir', 'run_epoch', 'train',
-           'check_extras']
-
-# %% ../nbs/13_trainer.ipynb #6eefa4c5
-def append_jsonl(path, records: list[dict]) -> None:
-    "Append records as JSON lines with one write on an O_APPEND descriptor, then fsync: a crash leaves at most a partial last line."
-    if not records: return
-    data = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records).encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        view = memoryview(data)
-        while view: view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally: os.close(fd)
-
-# %% ../nbs/13_trainer.ipynb #6defca40
-def read_jsonl(path) -> tuple[list[dict], int]:
-    "The complete records of a JSON-lines file and the number of bytes of a partial last line (0 if none)."
-    data = Path(path).read_bytes() if Path(path).exists() else b""
-    end = data.rfind(b"\n") + 1
-    return [json.loads(line) for line in data[:end].decode().splitlines() if line.strip()], len(data) - end
+__all__ = ['save_checkpoint', 'load_checkpoint', 'check_run_dir', 'run_epoch', 'train', 'check_extras', 'check_device']
 
 # %% ../nbs/13_trainer.ipynb #48e32034
-def _write_atomic(path, text: str) -> None:
-    "Write a file by writing a temporary sibling and renaming it over the target."
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(text); os.replace(tmp, path)
-
-# %% ../nbs/13_trainer.ipynb #81590f41
 def _keep_epochs(run_dir: Path, last_epoch: int) -> None:
     "Drop from the logs every record of an epoch after `last_epoch` (an interrupted epoch) and a partial last line."
     for name, key in (("metrics.jsonl", None), ("trajectories.jsonl", "epoch")):
         path = run_dir / name
         records, _ = read_jsonl(path)
         kept = [r for r in records if _epoch_of(r) <= last_epoch]
-        _write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+        write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
 
-# %% ../nbs/13_trainer.ipynb #0a2ed1bd
+# %% ../nbs/13_trainer.ipynb #e0e7c44c
 def _epoch_of(r: dict) -> int:
     "The epoch a log record belongs to."
     for k in ("epoch", "rollout/epoch", "rollout_group/epoch", "progress/epoch"):
         if k in r: return int(r[k])
     raise ValueError(f"a log record without an epoch: {sorted(r)[:5]}")
 
-# %% ../nbs/13_trainer.ipynb #5b02125d
+# %% ../nbs/13_trainer.ipynb #81590f41
 def save_checkpoint(
     run_dir: Path,            # the run directory
     epoch: int,               # the epoch just finished
@@ -77,38 +53,126 @@ def save_checkpoint(
     "Write checkpoints/epoch_XXXX atomically: each adapter in peft's format, optimisers, RNG states, sampler and gate history."
     final = run_dir / "checkpoints" / f"epoch_{epoch:04d}"
     tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists(): shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    for p in (final.parent, tmp, final):
+        if p.is_symlink(): raise RunDirError(f"{p} is a symbolic link; a run directory holds no links")
+    if tmp.exists(): shutil.rmtree(tmp)                     # a crash's leftover; rmtree never follows links inside it
+    tmp.mkdir()                                             # exclusive: fails if anything appeared there meanwhile
     ens.model.save_pretrained(tmp / "adapters", selected_adapters=ens.names)
-    torch.save(dict(epoch=epoch, counter=counter, optimizers=[o.state_dict() for o in optimizers],
-                    torch_rng=torch.get_rng_state(), sample_rng=gen.get_state()), tmp / "trainer_state.pt")
-    (tmp / "sampler.json").write_text(json.dumps(sampler.to_dict()))
-    (tmp / "streaming.json").write_text(json.dumps(history.to_dict()))
-    if final.exists(): shutil.rmtree(final)
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    state = dict(epoch=epoch, counter=counter, optimizers=[o.state_dict() for o in optimizers],
+                 torch_rng=torch.get_rng_state(), sample_rng=gen.get_state(), cuda_rng=cuda)
+    write_atomic(tmp / "trainer_state.pt", lambda f: torch.save(state, f))
+    write_atomic(tmp / "sampler.json", json.dumps(sampler.to_dict()))
+    write_atomic(tmp / "streaming.json", json.dumps(history.to_dict()))
+    if final.exists(): shutil.rmtree(final)                 # an epoch redone after a crash between rename and latest.json
     os.replace(tmp, final)
-    _write_atomic(run_dir / "checkpoints" / "latest.json", json.dumps(dict(epoch=epoch, path=final.name)))
+    write_atomic(run_dir / "checkpoints" / "latest.json", json.dumps(dict(epoch=epoch, path=final.name)))
     return final
 
-# %% ../nbs/13_trainer.ipynb #44403f8b
+# %% ../nbs/13_trainer.ipynb #e217dcd1
 def load_checkpoint(
     run_dir: Path,            # the run directory
     ens,                      # the run's LoRAEnsemble, freshly built: its adapters are overwritten
     optimizers,               # its K optimisers: their states are overwritten
     gen: torch.Generator,     # the sampling generator: its state is overwritten
 ) -> dict:                    # epoch, counter, sampler (PUCTSampler), history (StreamingHistory)
-    "Restore the latest complete checkpoint into ens/optimizers/gen; return epoch, counter, sampler and history."
-    from peft.utils import load_peft_weights, set_peft_model_state_dict
-    latest = json.loads((run_dir / "checkpoints" / "latest.json").read_text())
-    ck = run_dir / "checkpoints" / latest["path"]
-    for name in ens.names:
-        set_peft_model_state_dict(ens.model, load_peft_weights(str(ck / "adapters" / name)), adapter_name=name)
+    "Restore the latest complete checkpoint into ens/optimizers/gen; RunDirError naming the file if anything is missing or malformed."
+    from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
+    latest = read_latest(run_dir)
+    if latest is None: raise RunDirError(f"{Path(run_dir) / 'checkpoints' / 'latest.json'} does not exist: no checkpoint to resume")
+    epoch, ck = latest
+    st = _read_state(ck / "trainer_state.pt", epoch, optimizers, gen)
+    sampler = _from_json(PUCTSampler, ck / "sampler.json")
+    history = _from_json(StreamingHistory, ck / "streaming.json")
+    weights = {name: _read_adapter(ck / "adapters" / name / "adapter_model.safetensors",
+                                   get_peft_model_state_dict(ens.model, adapter_name=name)) for name in ens.names}
+    for name in ens.names: set_peft_model_state_dict(ens.model, weights[name], adapter_name=name)
     ens.model.set_requires_grad(ens.names, True)
-    st = torch.load(ck / "trainer_state.pt", weights_only=False)
     for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(s)
     torch.set_rng_state(st["torch_rng"]); gen.set_state(st["sample_rng"])
-    sampler = PUCTSampler.from_dict(json.loads((ck / "sampler.json").read_text()))
-    history = StreamingHistory.from_dict(json.loads((ck / "streaming.json").read_text()))
+    if st["cuda_rng"] is not None and torch.cuda.is_available():   # without CUDA nothing draws from these: left aside
+        torch.cuda.set_rng_state_all(st["cuda_rng"])
     return dict(epoch=st["epoch"], counter=st["counter"], sampler=sampler, history=history)
+
+# %% ../nbs/13_trainer.ipynb #5b02125d
+def _read_state(
+    path: Path,        # checkpoints/epoch_XXXX/trainer_state.pt
+    epoch: int,        # the epoch latest.json names
+    optimizers,        # the run's K optimisers (their parameters give the expected shapes)
+    gen: torch.Generator,  # the sampling generator (its device says what its state must be)
+) -> dict:             # the checked state
+    "Load trainer_state.pt with weights_only=True and check its structure; RunDirError naming the file otherwise."
+    try:
+        with open_regular(path) as f: st = torch.load(f, weights_only=True, map_location="cpu")
+    except (FileNotFoundError, RunDirError) as e: raise RunDirError(f"cannot resume: {e}") from None
+    except Exception as e:   # a pickle of code, a truncated or foreign file: torch's messages run over many lines
+        raise RunDirError(f"{path} does not load as a checkpoint with weights_only=True: {_first_line(e)}") from None
+    bad = lambda what: RunDirError(f"{path}: {what}")
+    if not isinstance(st, dict): raise bad(f"not a dict but {type(st).__name__}")
+    missing = {"epoch", "counter", "optimizers", "torch_rng", "sample_rng"} - set(st)
+    if missing: raise bad(f"lacks {sorted(missing)[0]!r}")
+    if st["epoch"] != epoch or isinstance(st["epoch"], bool): raise bad(f"holds epoch {st['epoch']!r}, latest.json names {epoch}")
+    if isinstance(st["counter"], bool) or not isinstance(st["counter"], int) or st["counter"] < 0: raise bad(f"counter {st['counter']!r} is not an int >= 0")
+    for k in ("torch_rng", "sample_rng"):
+        if not (torch.is_tensor(st[k]) and st[k].dtype == torch.uint8): raise bad(f"{k} is not an RNG state (a uint8 tensor)")
+    st.setdefault("cuda_rng", None)                          # checkpoints written before CUDA states were saved
+    cuda = st["cuda_rng"]
+    if cuda is not None:
+        if not (isinstance(cuda, list) and all(torch.is_tensor(t) and t.dtype == torch.uint8 for t in cuda)): raise bad("cuda_rng is not a list of RNG states")
+        if torch.cuda.is_available() and len(cuda) != torch.cuda.device_count():
+            raise bad(f"holds the RNG states of {len(cuda)} CUDA devices, this machine has {torch.cuda.device_count()}; resume with as many")
+    if not isinstance(st["optimizers"], list) or len(st["optimizers"]) != len(optimizers):
+        raise bad(f"holds {len(st['optimizers']) if isinstance(st['optimizers'], list) else 'no list of'} optimiser states, the run has {len(optimizers)} adapters")
+    for k, (o, s) in enumerate(zip(optimizers, st["optimizers"])):
+        why = _optimizer_mismatch(o, s)
+        if why: raise bad(f"optimiser {k}: {why}")
+    for k, gen_state, device in (("torch_rng", st["torch_rng"], "cpu"), ("sample_rng", st["sample_rng"], gen.device)):
+        try: torch.Generator(device=device).set_state(gen_state)   # a state of the wrong size fails here, not after a partial restore
+        except RuntimeError as e: raise bad(f"{k} is not a valid {device} RNG state ({_first_line(e)})") from None
+    return st
+
+def _optimizer_mismatch(o, s) -> str | None:
+    "Why the state dict s does not fit optimiser o (group sizes, parameter ids, state tensor shapes), or None."
+    if not (isinstance(s, dict) and isinstance(s.get("state"), dict) and isinstance(s.get("param_groups"), list)): return "not an optimiser state"
+    own = [len(g["params"]) for g in o.param_groups]
+    if [len(g.get("params", ())) if isinstance(g, dict) else -1 for g in s["param_groups"]] != own:
+        return f"its parameter groups do not match the run's ({own} parameters)"
+    params = dict(zip([i for g in s["param_groups"] for i in g["params"]], [p for g in o.param_groups for p in g["params"]]))
+    for i, entry in s["state"].items():
+        if i not in params or not isinstance(entry, dict): return f"state for an unknown parameter {i!r}"
+        for name, v in entry.items():
+            if torch.is_tensor(v) and v.ndim and v.shape != params[i].shape: return f"{name} of parameter {i} has shape {tuple(v.shape)}, the parameter {tuple(params[i].shape)}"
+    return None
+
+def _first_line(e: BaseException) -> str:
+    "The first line of an exception's message, for a one-line error."
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:200] if text else ''}"
+
+# %% ../nbs/13_trainer.ipynb #44403f8b
+def _from_json(cls, path: Path):
+    "cls.from_dict of a checkpoint's JSON file; RunDirError naming the file if it is missing or does not rebuild."
+    try: d = read_json(path)
+    except FileNotFoundError as e: raise RunDirError(f"cannot resume: {e}") from None
+    try: return cls.from_dict(d)
+    except Exception as e: raise RunDirError(f"{path} does not rebuild a {cls.__name__}: {_first_line(e)}") from None
+
+def _read_adapter(
+    path: Path,      # adapters/adapter_k/adapter_model.safetensors
+    own: dict,       # the adapter's own state dict (get_peft_model_state_dict): the names and shapes expected
+) -> dict:           # name -> tensor
+    "An adapter's tensors from its safetensors file, exactly the adapter's names and shapes; RunDirError naming the file otherwise."
+    from safetensors.torch import load as load_safetensors
+    try: w = load_safetensors(read_regular(path))
+    except (FileNotFoundError, RunDirError) as e: raise RunDirError(f"cannot resume: {e}") from None
+    except Exception as e: raise RunDirError(f"{path} is not a safetensors file: {_first_line(e)}") from None
+    if set(w) != set(own):
+        odd = sorted(set(w) ^ set(own))[0]
+        raise RunDirError(f"{path} does not hold this run's adapter: {'lacks' if odd in own else 'has an extra'} tensor {odd}")
+    for n, t in w.items():
+        if t.shape != own[n].shape: raise RunDirError(f"{path}: {n} has shape {tuple(t.shape)}, the adapter {tuple(own[n].shape)}")
+        if not torch.isfinite(t).all(): raise RunDirError(f"{path}: {n} holds NaN or infinite values")
+    return w
 
 # %% ../nbs/13_trainer.ipynb #a7aad510
 def check_run_dir(
@@ -118,15 +182,26 @@ def check_run_dir(
 ) -> None:
     "Refuse a new run in an existing directory, and a resume of a directory without a run or with another config."
     out = Path(out_dir)
-    if out.exists() and not resume:
+    if os.path.lexists(out) and not resume:
         raise FileExistsError(f"run directory {out} already exists; pass resume=True (--resume) to continue it, or choose "
                               "a new directory: an existing run is never overwritten")
-    if resume:
-        if not (out / "config.json").is_file(): raise FileNotFoundError(f"cannot resume: {out} holds no run (no config.json)")
-        diff = config_diff(json.loads((out / "config.json").read_text()), cfg)   # operational fields may differ
-        if diff:
-            raise ValueError(f"cannot resume {out} with a different config (differs in: {'; '.join(diff[:4])}); resume with the "
-                             "run's own config.json (ugttt.config.config_from_dict, or `ugttt train --config` on it)")
+    if not resume: return
+    if not out.is_dir(): raise FileNotFoundError(f"cannot resume: {out} is not a directory")
+    if not os.path.lexists(out / "config.json"): raise FileNotFoundError(f"cannot resume: {out} holds no run (no config.json)")
+    check_tree(out)
+    try: diff = config_diff(read_json(out / "config.json"), cfg)   # plain data: nothing it names is imported; operational fields may differ
+    except RunDirError: raise
+    except ValueError as e: raise RunDirError(f"{out / 'config.json'}: {e}") from None
+    if diff:
+        raise ValueError(f"cannot resume {out} with a different config (differs in: {'; '.join(diff[:4])}); resume with the "
+                         "run's own config.json (ugttt.config.config_from_dict, or `ugttt train --config` on it)")
+    latest = read_latest(out)
+    check_logs(out, latest[0] + 1 if latest else 0)
+    if latest is None: return
+    ck = latest[1]
+    for f in ["trainer_state.pt", "sampler.json", "streaming.json",
+              *(f"adapters/adapter_{k}/adapter_model.safetensors" for k in range(cfg.n_adapters))]:   # LoRAEnsemble's names
+        if not (ck / f).is_file(): raise RunDirError(f"cannot resume: {ck / f} is missing")
 
 # %% ../nbs/13_trainer.ipynb #c3256aba
 def _open_run(cfg: TrainConfig, out: Path, resume: bool) -> None:
@@ -134,8 +209,8 @@ def _open_run(cfg: TrainConfig, out: Path, resume: bool) -> None:
     if resume: return
     out.mkdir(parents=True)
     (out / "puct").mkdir(); (out / "checkpoints").mkdir()
-    _write_atomic(out / "config.json", json.dumps(config_to_dict(cfg), indent=1))
-    for name in ("metrics.jsonl", "trajectories.jsonl"): (out / name).touch()
+    write_atomic(out / "config.json", json.dumps(config_to_dict(cfg), indent=1))
+    for name in ("metrics.jsonl", "trajectories.jsonl"): write_atomic(out / name, b"")
 
 # %% ../nbs/13_trainer.ipynb #479b2a0f
 def run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task, sandbox, out, best, progress):
@@ -168,7 +243,7 @@ def run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task,
     for j, (p, ev, a) in enumerate(zip(parents, evals, advs)):   # constant groups update nothing (as the reference)
         if a["keep"].any(): sampler.update(p, [e.child_state(p.state) for e in ev], [epoch * 1000 + j * G + i for i in range(G)])
     snapshot = sampler.flush(epoch)
-    _write_atomic(out / "puct" / f"step_{epoch:06d}.json", json.dumps(snapshot))
+    write_atomic(out / "puct" / f"step_{epoch:06d}.json", json.dumps(snapshot))
     threshold = history.threshold(cfg.streaming.percentile) if stream is not None else None
     history.end_epoch()
     rollouts, trajs, group_recs = _rollout_logs(cfg, epoch, task, texts, groups, evals, scores, advs, c0)
@@ -283,6 +358,7 @@ def train(
     out = Path(out_dir)
     check_run_dir(cfg, out, resume)
     check_extras(cfg)                                      # a missing optional extra stops the run before any compute
+    check_device(cfg)                                      # and so does a device this machine lacks
     task = get_task(cfg.task)
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -293,7 +369,9 @@ def train(
     sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
                           topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
     history = StreamingHistory()
-    if resume and (out / "checkpoints" / "latest.json").is_file():
+    if resume:
+        for d in (out, out / "checkpoints", out / "puct"): remove_temporaries(d)   # a killed write's leftovers
+    if resume and read_latest(out) is not None:
         st = load_checkpoint(out, ens, optimizers, gen)
         start, counter, sampler, history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
     _keep_epochs(out, start - 1)
@@ -305,7 +383,7 @@ def train(
     epochs = []
     best = max([r.get("train/reward/exec/best", -math.inf) for r in read_jsonl(out / "metrics.jsonl")[0]] + [-math.inf])
     try:
-        tracker = open_tracker(cfg.report_to, out, out.name, config_to_dict(cfg))
+        tracker = open_tracker(cfg.report_to, out, run_name(out), config_to_dict(cfg))   # unique: two tasks' ugttt-s0 stay apart
         for epoch in _bar(range(start, cfg.epochs), progress, "epochs", initial=start, total=cfg.epochs):
             rec, counter, best = run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task, sandbox, out, best, progress)
             save_checkpoint(out, epoch, ens, optimizers, sampler, history, counter, gen)
@@ -328,6 +406,19 @@ def check_extras(
     check_report_to(cfg.report_to)
 
 # %% ../nbs/13_trainer.ipynb #b7a117d4
+def check_device(
+    cfg: TrainConfig,   # the run
+) -> None:
+    "ValueError if cfg.policy.device is not on this machine: no CUDA (or MPS), or a CUDA index beyond its devices."
+    d = cfg.policy.device
+    dev = torch.device(d)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available(): raise ValueError(f"policy.device {d!r}: this machine has no CUDA device; use --policy.device cpu")
+        n = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= n: raise ValueError(f"policy.device {d!r}: this machine has {n} CUDA device(s), cuda:0 to cuda:{n - 1}")
+    elif dev.type == "mps" and not torch.backends.mps.is_available(): raise ValueError(f"policy.device {d!r}: MPS is not available on this machine")
+
+# %% ../nbs/13_trainer.ipynb #c968f4c2
 def _bar(it, on: bool, desc: str, **kw):
     "A tqdm progress bar, or the plain iterable when progress is off."
     if not on: return it
