@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from .config import TrainConfig, config_diff, config_from_dict, config_to_dict
 from .families import family_entropy, label_family
-from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, score_rollouts
+from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, sampling_generator, score_rollouts
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
 from .tasks import get_task
@@ -285,8 +285,8 @@ def train(
     check_extras(cfg)                                      # a missing optional extra stops the run before any compute
     task = get_task(cfg.task)
     torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
     ens = LoRAEnsemble.from_config(cfg.policy)            # before the directory exists: a model that fails to load leaves nothing
+    gen = sampling_generator(ens.device, cfg.seed)        # on the policy's device: ATen refuses a CPU generator for CUDA logits
     _open_run(cfg, out, resume)
     optimizers = make_optimizers(ens, cfg.update)
     start, counter = 0, 0
