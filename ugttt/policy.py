@@ -659,7 +659,7 @@ def base_logprobs(
                 lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
                                             torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
                 for j, part in enumerate(torch.split(lp, n)): out[s + j, 1:n[j] + 1] = part
-    finally: ens.model.set_requires_grad(ens.names, True)   # leaving disable_adapter re-freezes every inactive adapter
+    finally: set_adapters_trainable(ens.model, ens.names)   # leaving disable_adapter re-freezes every inactive adapter
     return out
 
 def _score_dtype(ens: LoRAEnsemble) -> torch.dtype:
@@ -706,7 +706,7 @@ def training_mode(
     was_training = ens.model.training
     ens.model.train()
     ens.model.set_adapter(ens.names[k])
-    ens.model.set_requires_grad(ens.names, True)
+    set_adapters_trainable(ens.model, ens.names)
     try: yield
     finally:
         if not was_training: ens.model.eval()
