@@ -1,9 +1,12 @@
 """The benchmark harness: `bench/gpu_smoke.py` runs its whole code path (training on the device, the paper-vocabulary
 scoring pass) on the CPU, records its figures through `bench/report.py`, and `bench/run_all.py` collects rows into one
-table. Timings are printed, never asserted."""
+table; `bench/gpu_check.py --device cpu --smoke` runs every part of the first GPU run at toy shapes. Timings are
+printed, never asserted."""
 import json, os, subprocess, sys
 from pathlib import Path
 
+import pytest
+import torch
 from fastcore.test import test_eq
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,3 +47,29 @@ def test_record_ratio_and_rows(tmp_path, monkeypatch):
     test_eq(record("x.py", "speed", 30.0, "items/s", "naive", 10.0)["ratio"], 3.0)
     test_eq(record("x.py", "speed", 30.0, "items/s")["ratio"], None)
     test_eq(len((tmp_path / "rows.jsonl").read_text().splitlines()), 2)
+
+
+def test_gpu_check_smoke_runs_every_part_on_cpu(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py"), "--device", "cpu", "--smoke", "--out", str(out)],
+                       capture_output=True, text=True, env={**ENV, "UGTTT_BENCH_OUT": str(tmp_path / "rows.jsonl")}, timeout=900)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    res = json.loads(out.read_text())
+    test_eq((res["device"], res["smoke"]), ("cpu", True))
+    rows = res["rows"]
+    test_eq([p_ for p_ in ("setup", "decode", "scoring", "training", "e2e") if any(r["part"] == p_ for r in rows)],
+            ["setup", "decode", "scoring", "training", "e2e"])
+    test_eq(len([r for r in rows if r["part"] == "decode"]), 4)         # base, one adapter, 5 mixed at 64; the gate check
+    test_eq(len([r for r in rows if r["part"] == "training"]), 3)       # 32 and 64 checkpointed, 32 without
+    checks = [r for r in rows if "ok" in r]
+    test_eq((len(checks), all(r["ok"] for r in checks)), (2, True))     # MI exactly 0 for identical adapters; float32 vs float64
+    assert all(r["plan_gib"] > 0 for r in rows if r["part"] in ("decode", "training"))
+    assert "peak GiB" in p.stdout and "plan GiB" in p.stdout
+    assert not (tmp_path / "rows.jsonl").exists()                       # records nothing without a GPU
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the script measures instead")
+def test_gpu_check_without_a_gpu_says_so():
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_check.py")], capture_output=True, text=True, env=ENV, timeout=120)
+    test_eq(p.returncode, 0)
+    assert "no CUDA device" in p.stdout

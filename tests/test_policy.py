@@ -239,3 +239,74 @@ def test_shared_prompt_gives_the_same_gradient(prompt):
     scale = float(grads[0].abs().max())
     # each gradient entry sums over every position of the group: n = its real tokens (measured: float32 9e-7, float64 5e-15)
     test_close(grads[1] / scale, grads[0] / scale, eps=float_tol(torch.float64, int(g.attention_mask.sum())))
+
+
+# --- 8. the GPU path: generator device, older libraries ----------------------------------------------------------
+
+def test_sampling_generator_lives_on_the_policy_device(ens, prompt):
+    from ugttt.policy import sampling_generator, check_generator
+    gen = sampling_generator(ens.device, 0)
+    test_eq(gen.device, ens.device)                                        # what train() hands to generate_groups
+    test_eq(generate_group(ens, prompt, 2, generator=gen).input_ids.shape[0], 2)
+    # a CUDA policy with a CPU generator is refused before any compute (ATen would fail at the first token)
+    test_fail(lambda: check_generator(torch.Generator(), torch.device("cuda", 0)), contains="generator is on cpu")
+
+
+def test_trainer_makes_its_generator_on_the_policy_device():
+    import inspect
+    from ugttt import trainer
+    src = inspect.getsource(trainer.train)
+    assert "sampling_generator(ens.device, cfg.seed)" in src and "torch.Generator()" not in src
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_train_on_cuda_samples_its_first_tokens(tmp_path):
+    from ugttt.config import make_config
+    from ugttt.trainer import train
+    cfg = make_config("cp26", "ugttt", "tiny", epochs=1, groups_per_epoch=2, decode_groups=2, **{"policy.device": "cuda"})
+    recs = train(cfg, tmp_path / "run", progress=False)
+    test_eq(len(recs), 1)
+
+
+OLD_LIBS = __import__("os").environ.get("UGTTT_OLD_HF_LIBS")   # a `pip install --target` folder of older transformers/peft
+
+OLD_LIBS_SCRIPT = r'''
+import sys, torch, transformers, peft
+sys.path.insert(0, sys.argv[2])
+from dataclasses import replace
+import qwen3_chat
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+from ugttt.policy import (PolicyConfig, LoRAEnsemble, encode_prompt, generate_group, score_rollouts, adapter_logprobs,
+                          adapter_parameters, sampling_generator, training_mode, dtype_kwarg)
+
+class OlderTokenizer(PreTrainedTokenizerFast):   # transformers < 5 calls extra_special_tokens additional_special_tokens
+    def __init__(self, *a, extra_special_tokens=(), **kw): super().__init__(*a, additional_special_tokens=list(extra_special_tokens), **kw)
+
+qwen3_chat.PreTrainedTokenizerFast = OlderTokenizer   # only the test model's tokenizer; the package is untouched
+path = qwen3_chat.build_random_qwen3_chat(sys.argv[1], seed=0)
+cfg = PolicyConfig(model=str(path), dtype="float32", device="cpu", n_adapters=3, think_cap=12, code_budget=8,
+                   context_window=256, score_batch=4, seed=0, gradient_checkpointing=True)
+load = lambda: AutoModelForCausalLM.from_pretrained(path, **dtype_kwarg(torch.float32)).eval()   # torch_dtype before 4.56
+tok = PreTrainedTokenizerFast.from_pretrained(path)
+ens = LoRAEnsemble(load(), tok, cfg)                   # gradient checkpointing under the old name, set_requires_grad's fallback
+assert all(p.requires_grad for k in range(3) for p in adapter_parameters(ens, k))
+g = generate_group(ens, encode_prompt(ens, "Write a function."), 4, generator=sampling_generator(ens.device, 0))
+padded = score_rollouts(ens, g)
+one = score_rollouts(LoRAEnsemble(load(), tok, replace(cfg, score_batch=1)), g)
+assert (padded.token_mi - one.token_mi).abs().max() < 1e-6, "unpadded scoring differs"
+with training_mode(ens, 1):
+    adapter_logprobs(ens, 1, g.input_ids, g.attention_mask)[g.completion_mask].sum().backward()
+assert all(p.grad is not None for p in adapter_parameters(ens, 1))
+print("OK", transformers.__version__, peft.__version__)
+'''
+
+
+@pytest.mark.skipif(not OLD_LIBS, reason="set UGTTT_OLD_HF_LIBS to a folder holding older transformers and peft")
+def test_the_ensemble_runs_under_older_transformers_and_peft(tmp_path):
+    import os, subprocess, sys
+    from pathlib import Path
+    root, tests = Path(__file__).resolve().parents[1], Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([OLD_LIBS, str(root)])}
+    p = subprocess.run([sys.executable, "-c", OLD_LIBS_SCRIPT, str(tmp_path / "m"), str(tests)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert p.returncode == 0 and "OK" in p.stdout, p.stdout + p.stderr[-3000:]

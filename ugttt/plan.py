@@ -11,7 +11,8 @@ import torch
 from .config import TrainConfig, make_config
 
 # %% auto #0
-__all__ = ['KNOWN_CONFIGS', 'model_config', 'meta_ensemble', 'count_parameters', 'Plan', 'plan', 'format_plan']
+__all__ = ['KNOWN_CONFIGS', 'CUDA_CONTEXT_BYTES', 'model_config', 'meta_ensemble', 'count_parameters', 'Plan', 'plan',
+           'format_plan']
 
 # %% ../nbs/17_plan.ipynb #1345bfa2
 KNOWN_CONFIGS = {"Qwen/Qwen3-8B": "qwen3-8b.json"}   # hub id -> shipped config (ugttt/assets/model_configs)
@@ -71,7 +72,7 @@ class Plan:
     model: str                  # PolicyConfig.model
     parameters: dict            # base, per_adapter, adapters, n_adapters
     memory: dict                # component -> bytes
-    phases: dict                # generation / scoring / training -> bytes on top of the resident part
+    phases: dict                # generation (with the gate) / scoring / training -> bytes on top of the resident part
     peak_bytes: int             # resident + the largest phase, training as the config runs it
     peak_bytes_full: int        # the same if training kept every activation (no gradient checkpointing)
     peak_bytes_checkpointed: int  # the same if training recomputed activations (gradient checkpointing)
@@ -81,6 +82,16 @@ class Plan:
     fits: bool | None = None              # peak <= GPU memory
     notes: list = field(default_factory=list)   # why it does not fit, what would make it fit
 
+    @property
+    def resident(self) -> int:  # bytes held in every phase: weights, adapter states, CUDA context
+        return self.memory["weights"] + self.memory["adapter_states"] + self.memory["cuda_context"]
+
+    @property
+    def largest_phase(self) -> str:  # the phase that sets the peak
+        return max(self.phases, key=self.phases.get)
+
+CUDA_CONTEXT_BYTES = 2**30   # the CUDA context outside the allocator (assumed; bench/gpu_check.py measures it)
+
 def plan(
     cfg: TrainConfig,             # the run (make_config)
     gpu_gib: float | None = None,  # GPU memory to judge against, GiB (None: no verdict)
@@ -88,26 +99,37 @@ def plan(
     "What the run needs: parameters, memory per component and phase, peak, one epoch's rollouts and tokens, and a verdict."
     m, p = model_config(cfg.policy.model), cfg.policy
     n = count_parameters(meta_ensemble(cfg))
-    D, L, V = m["hidden_size"], m["num_hidden_layers"], m["vocab_size"]
+    D, L, V, I = m["hidden_size"], m["num_hidden_layers"], m["vocab_size"], m["intermediate_size"]
     dh = m.get("head_dim") or D // m["num_attention_heads"]
     b = {"float32": 4, "bfloat16": 2, "float16": 2}[p.dtype]
-    K, C, G = p.n_adapters, p.context_window, cfg.group_size
-    memory = dict(weights=b * n["base"], adapter_states=4 * 4 * n["adapters"],
-                  kv_cache=2 * L * m["num_key_value_heads"] * dh * b * G * cfg.decode_groups * C,
-                  mi_buffers=int((2 + 2 / K) * 4 * K * min(p.chunk_size, C) * V),
-                  scoring_hidden=p.score_batch * K * C * D * b,
+    K, C, G, c, S = p.n_adapters, p.context_window, cfg.group_size, min(p.chunk_size, p.context_window), p.score_batch
+    R = G * cfg.decode_groups                                                     # rows decoded together
+    score = lambda T: dict(activations=S * K * T * (3 * I + 4 * D) * b, hidden=S * K * T * D * b)   # one scoring forward
+    gate_T = (C if cfg.streaming.context else min(cfg.streaming.window, C)) if cfg.streaming_on else 0
+    mi_buffers = int((3 + 2 / K) * 4 * K * c * V)
+    gate = score(gate_T)
+    memory = dict(weights=b * n["base"], adapter_states=4 * 4 * n["adapters"], cuda_context=CUDA_CONTEXT_BYTES if p.device.startswith("cuda") else 0,
+                  kv_cache=2 * L * m["num_key_value_heads"] * dh * b * R * C,
+                  decode_logits=R * V * (b + 3 * 4),
+                  gate_forward=(max(gate["activations"], mi_buffers) + gate["hidden"]) if gate_T else 0,
+                  scoring_activations=score(C)["activations"], scoring_hidden=score(C)["hidden"], mi_buffers=mi_buffers,
                   activations=p.train_batch * 34 * C * D * L,
-                  activations_checkpointed=p.train_batch * (C * D * L * b + 34 * C * D))
+                  activations_checkpointed=p.train_batch * (C * D * L * b + 34 * C * D),
+                  training_head=3 * 4 * c * V)
     ck = p.gradient_checkpointing
-    phases = dict(generation=memory["kv_cache"], scoring=memory["mi_buffers"] + memory["scoring_hidden"],
-                  training=memory["activations_checkpointed" if ck else "activations"])
-    resident = memory["weights"] + memory["adapter_states"]
-    peak_full = resident + max(phases["generation"], phases["scoring"], memory["activations"])
-    peak_ck = resident + max(phases["generation"], phases["scoring"], memory["activations_checkpointed"])
+    train = lambda act: memory[act] + memory["training_head"]
+    phases = dict(generation=memory["kv_cache"] + memory["decode_logits"] + memory["gate_forward"],
+                  scoring=max(memory["scoring_activations"], mi_buffers) + memory["scoring_hidden"],
+                  training=train("activations_checkpointed" if ck else "activations"))
+    resident = memory["weights"] + memory["adapter_states"] + memory["cuda_context"]
+    others = max(phases["generation"], phases["scoring"])
+    peak_full, peak_ck = resident + max(others, train("activations")), resident + max(others, train("activations_checkpointed"))
     new = _max_new_tokens(cfg)
     rollouts = cfg.groups_per_epoch * G
+    forwards = K + (1 if cfg.update.kl_coef > 0 else 0)                          # + the base model's log-probs for the KL
     epoch = dict(rollouts=rollouts, max_tokens_per_rollout=new, max_generated_tokens=rollouts * new,
-                 scoring_token_forwards=K * rollouts * new, training_token_forwards=K * rollouts * new)
+                 scoring_forwards_per_rollout=forwards,
+                 scoring_token_forwards=forwards * rollouts * new, training_token_forwards=K * rollouts * new)
     out = Plan(p.model, n, memory, phases, peak_ck if ck else peak_full, peak_full, peak_ck, ck, epoch, gpu_gib)
     if gpu_gib is not None: _verdict(out, gpu_gib * 2**30)
     return out
@@ -123,9 +145,8 @@ def _verdict(out: Plan, gpu_bytes: float) -> None:
     "Set fits and explain which phase exceeds the GPU and what would fit."
     out.fits = out.peak_bytes <= gpu_bytes
     if out.fits: return
-    resident = out.memory["weights"] + out.memory["adapter_states"]
     for phase, extra in out.phases.items():
-        if resident + extra > gpu_bytes: out.notes.append(f"{phase} needs {_gib(resident + extra)} GiB of {_gib(gpu_bytes)}")
+        if out.resident + extra > gpu_bytes: out.notes.append(f"{phase} needs {_gib(out.resident + extra)} GiB of {_gib(gpu_bytes)}")
     if not out.checkpointing and out.peak_bytes_checkpointed <= gpu_bytes:
         out.notes.append(f"with gradient checkpointing (--policy.gradient_checkpointing true) the peak would be "
                          f"{_gib(out.peak_bytes_checkpointed)} GiB")
@@ -136,23 +157,31 @@ def _gib(x: float) -> str: return f"{x / 2**30:.1f}"
 def format_plan(
     pl: Plan,   # from plan()
 ) -> str:       # a few aligned lines
-    "The plan as text: parameters, memory per component and phase, peak, one epoch's work, the verdict."
+    "The plan as text: parameters, memory per component, the peak of each phase and the largest, one epoch's work, the verdict."
     n, m, e = pl.parameters, pl.memory, pl.epoch
     g = lambda x: f"{x / 2**30:8.2f} GiB"
     lines = [f"model {pl.model}: {n['base']:,} base parameters; {n['n_adapters']} adapter{'s' * (n['n_adapters'] != 1)} "
              f"of {n['per_adapter']:,} ({n['adapters']:,} trainable)",
              "memory:"]
-    labels = dict(weights="frozen weights", adapter_states="adapters + grads + AdamW (fp32)", kv_cache="KV cache (generation)",
-                  mi_buffers="MI kernel buffers (scoring)", scoring_hidden="members' hidden states (scoring)",
-                  activations="training activations (estimate)", activations_checkpointed="  with gradient checkpointing")
+    labels = dict(weights="frozen weights", adapter_states="adapters + grads + AdamW (fp32)",
+                  cuda_context="CUDA context (assumed)", kv_cache="KV cache (generation)",
+                  decode_logits="decode logits + sampling (generation)", gate_forward="gate forward during generation",
+                  scoring_activations="scoring activations (estimate)", scoring_hidden="members' hidden states (scoring)",
+                  mi_buffers="MI kernel buffers (scoring)", activations="training activations (estimate)",
+                  activations_checkpointed="  with gradient checkpointing", training_head="LM-head chunk (training)")
     used = "activations_checkpointed" if pl.checkpointing else "activations"
-    lines += [f"  {labels[k]:38s}{g(v)}" + ("   <- this run" if k == used else "") for k, v in m.items()]
-    lines += [f"  {'peak (resident + largest phase)':38s}{g(pl.peak_bytes)}   (gradient checkpointing "
+    lines += [f"  {labels[k]:40s}{g(v)}" + ("   <- this run" if k == used else "") for k, v in m.items()]
+    what = dict(generation="resident + KV cache + decode logits + gate forward", scoring="resident + activations or buffers + hidden",
+                training="resident + training activations + LM-head chunk")
+    lines.append("peak by phase:")
+    lines += [f"  {k:40s}{g(pl.resident + v)}   ({what[k]})" + ("   <- largest" if k == pl.largest_phase else "")
+              for k, v in pl.phases.items()]
+    lines += [f"  {'peak (resident + largest phase)':40s}{g(pl.peak_bytes)}   (gradient checkpointing "
               f"{'on' if pl.checkpointing else 'off'}; {'off' if pl.checkpointing else 'on'}: "
               f"{(pl.peak_bytes_full if pl.checkpointing else pl.peak_bytes_checkpointed) / 2**30:.2f} GiB)",
               f"epoch: {e['rollouts']} rollouts of at most {e['max_tokens_per_rollout']:,} tokens "
-              f"({e['max_generated_tokens']:,} generated; {e['scoring_token_forwards']:,} token-forwards to score, "
-              f"{e['training_token_forwards']:,} to train)"]
+              f"({e['max_generated_tokens']:,} generated; {e['scoring_token_forwards']:,} token-forwards to score "
+              f"({e['scoring_forwards_per_rollout']} per token), {e['training_token_forwards']:,} to train)"]
     if pl.gpu_gib is not None:
         lines.append(f"on a {pl.gpu_gib:g} GiB GPU: " + ("fits" if pl.fits else "DOES NOT FIT") + "".join(f"\n  - {s}" for s in pl.notes))
     return "\n".join(lines)

@@ -17,10 +17,11 @@ from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_che
 
 # %% auto #0
 __all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble',
-           'peft_deprecation_silenced', 'lora_layers', 'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden',
-           'member_hidden', 'sequence_scores', 'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group',
-           'window_scores', 'RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs',
-           'training_mode']
+           'peft_deprecation_silenced', 'enable_activation_checkpointing', 'dtype_kwarg', 'set_adapters_trainable',
+           'lora_layers', 'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden', 'member_hidden',
+           'sequence_scores', 'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group', 'sampling_generator',
+           'check_generator', 'window_scores', 'RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi',
+           'adapter_logprobs', 'training_mode']
 
 # %% ../nbs/09_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -47,7 +48,7 @@ class PolicyConfig:
     transition: str = PAPER_TRANSITION  # text teacher-forced at a forced close; must contain think_end (mask 0)
     think_end: str = "</think>"         # the token that closes the thinking phase; one token of the vocabulary
     chunk_size: int = 256               # LM-head positions per chunk when scoring and training (App. D)
-    score_batch: int = 2                # sequences per scoring forward, each through all K adapters
+    score_batch: int = 2                # sequences per scoring forward, each through all K adapters; 1 = no padding (paper preset)
     train_batch: int = 1                # sequences per training forward of one adapter
     scoring: str = "mixed"              # "mixed": one forward with a per-row adapter name; "loop": one forward per adapter
     mi_positions: str = "completion"    # U_i over the sampled tokens (paper, App. C); "all": every predicted position, prompt included (reference)
@@ -65,7 +66,9 @@ class PolicyConfig:
 # %% ../nbs/09_policy.ipynb #49ac5214
 POLICY_PRESETS = dict(
     # Gradient checkpointing: a 26k-token training forward of Qwen3-8B keeps ~150 GiB of activations otherwise (17_plan).
-    paper=dict(gradient_checkpointing=True),
+    # One rollout (its K rows) per scoring forward: no padding, so no (rows, 1, T, T) mask (10 GiB at 32k for 10 rows)
+    # and SDPA keeps its grouped-query fast path.
+    paper=dict(gradient_checkpointing=True, score_batch=1),
     # The embedded model thinks for 18-39 tokens and writes 75-116 in all: the cap at 24 closes about half the
     # rollouts by force, and the transition is the "</think>\n" it was trained on.
     tiny=dict(model="default", dtype="float32", device="cpu", n_adapters=3, seed=0, think_cap=24, code_budget=160,
@@ -126,7 +129,7 @@ def load_base_model(
     if cfg.model == "default": model, tok = load_default_model(device=cfg.device, dtype=dtype)
     else:
         tok = AutoTokenizer.from_pretrained(cfg.model)
-        model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype).to(cfg.device)
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, **dtype_kwarg(dtype)).to(cfg.device)
     if dtype == torch.float64: _rms_norms_in_float64(model)   # else "float64" would still round every norm to float32
     _check_lm_head(model)
     return model.eval(), tok
@@ -176,10 +179,10 @@ class LoRAEnsemble:
         for p in model.parameters(): p.requires_grad_(False)
         with peft_deprecation_silenced(): self.model = get_peft_model(model, lora, adapter_name=self.names[0])
         for name in self.names[1:]: self.model.add_adapter(name, lora)
-        self.model.set_requires_grad(self.names, True)   # add_adapter leaves only the first one trainable
+        set_adapters_trainable(self.model, self.names)   # add_adapter leaves only the first one trainable
         init_adapters(self, cfg.seed, cfg.b_init_std, cfg.identical_init)
         if cfg.gradient_checkpointing:   # non-reentrant: no input needs requires_grad, and dropout's RNG is replayed exactly
-            self.model.get_base_model().activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            enable_activation_checkpointing(self.model.get_base_model())
         self.model.eval()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.stop_ids = _stop_ids(self.model, tokenizer)
@@ -207,6 +210,32 @@ def peft_deprecation_silenced():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         yield
+
+# %% ../nbs/09_policy.ipynb #af48fe95
+def enable_activation_checkpointing(
+    model,   # a transformers PreTrainedModel (the base model under peft)
+) -> None:
+    "Non-reentrant activation checkpointing of every decoder layer, under transformers' new name or its older one."
+    kw = {"use_reentrant": False}   # non-reentrant: no input needs requires_grad, and dropout's RNG is replayed exactly
+    if hasattr(model, "activation_checkpointing_enable"): model.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
+    else: model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw)   # transformers < 5.23
+
+def dtype_kwarg(
+    dtype: torch.dtype,   # the weights' dtype
+) -> dict:                # the keyword argument from_pretrained takes for it
+    "from_pretrained's dtype argument: `dtype` from transformers 4.56 on, `torch_dtype` before."
+    import transformers
+    from packaging.version import Version
+    return {"dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype": dtype}
+
+def set_adapters_trainable(
+    model,              # a PeftModel
+    names: list[str],   # adapter names
+) -> None:
+    "requires_grad on every tensor of the named adapters: PeftModel.set_requires_grad (peft >= 0.18), else by parameter name."
+    if hasattr(model, "set_requires_grad"): model.set_requires_grad(names, True); return
+    for n, p in model.named_parameters():   # e.g. base_model.model.model.layers.0.self_attn.q_proj.lora_A.adapter_0.weight
+        if "lora_" in n and any(f".{a}." in n for a in names): p.requires_grad_(True)
 
 # %% ../nbs/09_policy.ipynb #7cb9af31
 def _stop_ids(model, tokenizer) -> set[int]:
@@ -280,7 +309,8 @@ def last_hidden(
     try:
         if P <= 0 or B == 1 or P >= input_ids.shape[1] or not one_adapter:
             kw = {} if adapter_names is None else dict(adapter_names=adapter_names)
-            ens.model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1, use_cache=False, **kw)
+            am = None if bool(attention_mask.all()) else attention_mask   # no padding: no mask, SDPA's causal (and GQA) path
+            ens.model(input_ids=input_ids, attention_mask=am, logits_to_keep=1, use_cache=False, **kw)
             return box["h"]
         _check_prefix(input_ids, attention_mask, P)
         kw = lambda n: {} if adapter_names is None else dict(adapter_names=adapter_names[:n])
@@ -426,6 +456,7 @@ def generate_groups(
     "Sample G rollouts for each prompt in one batched decode (prompts left-padded), adapters round robin, two-phase budget, streaming gate."
     cfg, K = ens.cfg, ens.n_adapters
     _check_generate_args(ens, prompts, n, streaming, history)
+    check_generator(generator, ens.device)
     adapters = round_robin(start, n * len(prompts), K)
     names = [ens.names[a] for a in adapters]
     rows = [_Row(prompt=list(p), phase="think" if cfg.think_cap is not None else "code") for p in prompts for _ in range(n)]
@@ -437,7 +468,8 @@ def generate_groups(
         attn = torch.zeros(B, Pmax, dtype=torch.long, device=dev)
         for i, r in enumerate(rows): x[i, Pmax - len(r.prompt):] = torch.tensor(r.prompt); attn[i, Pmax - len(r.prompt):] = 1
         pos = (attn.cumsum(-1) - 1).clamp_min(0)                                            # (B, Pmax) positions of real tokens
-        out = ens.model(input_ids=x, attention_mask=attn, position_ids=pos, adapter_names=names, use_cache=True)
+        out = ens.model(input_ids=x, attention_mask=attn, position_ids=pos, adapter_names=names, use_cache=True,
+                        logits_to_keep=1)                                                   # not (B, Pmax, V) logits
         logits, past, pos = out.logits[:, -1], out.past_key_values, pos[:, -1:]             # (B, V)
         act = list(range(B))                                  # rows still in the batch (finished ones are dropped)
         while True:
@@ -481,6 +513,25 @@ def _sample(
     probs = torch.softmax(logits.float() / temperature, -1)                        # (A, V)
     race = torch.empty_like(probs).exponential_(generator=generator)              # (A, V) Exp(1) clocks
     return (probs / race).argmax(-1)
+
+# %% ../nbs/09_policy.ipynb #9ababa4c
+def sampling_generator(
+    device: torch.device | str,   # the policy's device (LoRAEnsemble.device)
+    seed: int,                    # the run's seed
+) -> torch.Generator:             # a generator on that device, seeded
+    "The sampling RNG on the policy's device: ATen refuses a CPU generator for CUDA tensors."
+    return torch.Generator(device=torch.device(device)).manual_seed(seed)
+
+def check_generator(
+    generator: torch.Generator | None,   # the sampling generator, or None for torch's global one
+    device: torch.device | str,          # the device the logits live on
+) -> None:
+    "Raise a ValueError naming both devices when the sampling generator is not on the model's device."
+    if generator is None: return
+    g, d = torch.device(generator.device), torch.device(device)
+    if g.type != d.type or (g.index or 0) != (d.index or 0):   # cuda and cuda:0 are one device
+        raise ValueError(f"the sampling generator is on {g} but the model is on {d}: make it with "
+                         f"sampling_generator(ens.device, seed) (torch cannot sample {d.type} tensors with a {g.type} generator)")
 
 # %% ../nbs/09_policy.ipynb #a3ad805c
 def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
@@ -632,7 +683,7 @@ def base_logprobs(
                 lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
                                             torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
                 for j, part in enumerate(torch.split(lp, n)): out[s + j, 1:n[j] + 1] = part
-    finally: ens.model.set_requires_grad(ens.names, True)   # leaving disable_adapter re-freezes every inactive adapter
+    finally: set_adapters_trainable(ens.model, ens.names)   # leaving disable_adapter re-freezes every inactive adapter
     return out
 
 # %% ../nbs/09_policy.ipynb #49e7a769
@@ -675,7 +726,7 @@ def training_mode(
     was_training = ens.model.training
     ens.model.train()
     ens.model.set_adapter(ens.names[k])
-    ens.model.set_requires_grad(ens.names, True)
+    set_adapters_trainable(ens.model, ens.names)
     try: yield
     finally:
         if not was_training: ens.model.eval()

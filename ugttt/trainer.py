@@ -13,7 +13,7 @@ from .config import TrainConfig, config_diff, config_from_dict, config_to_dict
 from .rundir import (RunDirError, append_jsonl, check_logs, check_tree, open_regular, read_json, read_jsonl, read_latest,
                           read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
-from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, score_rollouts
+from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, sampling_generator, score_rollouts, set_adapters_trainable
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
 from .tasks import get_task
@@ -87,7 +87,7 @@ def load_checkpoint(
     weights = {name: _read_adapter(ck / "adapters" / name / "adapter_model.safetensors",
                                    get_peft_model_state_dict(ens.model, adapter_name=name)) for name in ens.names}
     for name in ens.names: set_peft_model_state_dict(ens.model, weights[name], adapter_name=name)
-    ens.model.set_requires_grad(ens.names, True)
+    set_adapters_trainable(ens.model, ens.names)
     for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(s)
     torch.set_rng_state(st["torch_rng"]); gen.set_state(st["sample_rng"])
     if st["cuda_rng"] is not None and torch.cuda.is_available():   # without CUDA nothing draws from these: left aside
@@ -361,8 +361,8 @@ def train(
     check_device(cfg)                                      # and so does a device this machine lacks
     task = get_task(cfg.task)
     torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
     ens = LoRAEnsemble.from_config(cfg.policy)            # before the directory exists: a model that fails to load leaves nothing
+    gen = sampling_generator(ens.device, cfg.seed)        # on the policy's device: ATen refuses a CPU generator for CUDA logits
     _open_run(cfg, out, resume)
     optimizers = make_optimizers(ens, cfg.update)
     start, counter = 0, 0

@@ -11,7 +11,7 @@ from fractions import Fraction
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
+from torch.autograd.function import once_differentiable
 
 # %% auto #0
 __all__ = ['token_mutual_information', 'realised_token_diagnostics', 'EnsembleTokenScores', 'ensemble_token_scores',
@@ -146,10 +146,37 @@ class EnsembleTokenScores:
     rmi: Tensor                 # (T,) Jensen gap at the realised token: logsumexp_k l_k - log K - mean_k l_k
     variance: Tensor            # (T,) unbiased variance of l_k across members (0 when K = 1)
 
+# %% ../nbs/01_uncertainty.ipynb #f858d399
+def _head_logits_(
+    hidden: Tensor, # (R, D) hidden states, any float dtype
+    weight: Tensor, # (V, D) LM-head weight, hidden's dtype
+    bias: Tensor | None, # (V,) LM-head bias or None
+    out: Tensor, # (R, V) float32 (float64) buffer; OVERWRITTEN with the logits
+) -> Tensor: # out
+    "The LM head in out's dtype: hidden and head upcast before the matmul, the head a block of rows at a time so that its copy never outgrows `out`."
+    R, V = out.shape
+    h = hidden.to(out.dtype)                                                  # (R, D)
+    if weight.dtype == out.dtype:                                             # nothing to upcast: one matmul into out
+        torch.matmul(h, weight.T, out=out)
+        return out if bias is None else out.add_(bias)
+    vb = _vocab_block(R, V, weight.shape[1])
+    for v0 in range(0, V, vb):
+        b = None if bias is None else bias[v0:v0 + vb].to(out.dtype)          # (vb,)
+        out[:, v0:v0 + vb] = F.linear(h, weight[v0:v0 + vb].to(out.dtype), b)  # (R, vb) from the upcast (vb, D) block
+    return out
+
+def _vocab_block(
+    R: int, # rows of the chunk's logits
+    V: int, # vocabulary size
+    D: int, # hidden size
+) -> int: # rows of the head upcast at once
+    "Head rows per upcast block: (vb, D) block + (R, vb) product <= R * V elements, at least 4096 rows (few, large matmuls)."
+    return max(1, min(V, max(4096, R * V // (R + D))))
+
 # %% ../nbs/01_uncertainty.ipynb #36120f43
 def ensemble_token_scores(
     hidden: Tensor, # (K, T, D) final hidden states of the K members; hidden[:, t] predicts tokens[t]
-    weight: Tensor, # (V, D) LM-head weight, same dtype as hidden
+    weight: Tensor, # (V, D) LM-head weight, same dtype as hidden (upcast to float32 per chunk)
     tokens: Tensor, # (T,) realised token ids in [0, V)
     chunk_size: int = 256, # positions per LM-head call: extra memory ~ (2 + 2/K) * 4 * K * chunk_size * V bytes
     bias: Tensor | None = None, # (V,) optional LM-head bias
@@ -169,10 +196,7 @@ def ensemble_token_scores(
             e = min(s + chunk_size, T)
             logp = buf_logp[:K * (e - s) * V].view(K, e - s, V)           # (K, c, V)
             scratch = buf_scratch[:K * (e - s) * V].view(K, e - s, V)     # (K, c, V)
-            if hidden.dtype == cdt:                                       # the LM head, written straight into the buffer
-                torch.matmul(hidden[:, s:e], weight.T, out=logp)
-                if bias is not None: logp.add_(bias)
-            else: logp.copy_(F.linear(hidden[:, s:e], weight, bias))      # bf16/fp16 head, upcast to float32
+            _head_logits_(hidden[:, s:e].reshape(-1, hidden.shape[-1]), weight, bias, logp.view(-1, V))   # float32 logits
             if not torch.isfinite(_log_softmax_(logp, scratch)).all():
                 raise ValueError(f"the LM head gives NaN/+inf logits (or a row of only -inf) in positions [{s}, {e})")
             ell = logp.gather(-1, tokens[s:e].expand(K, -1).unsqueeze(-1)).squeeze(-1)   # (K, c)
@@ -229,7 +253,8 @@ def _naive_token_logprobs(
     bias: Tensor | None = None, # (V,) optional LM-head bias
 ) -> Tensor: # (T,) or (K, T) log p(tokens[t]), float32 (float64 for float64 inputs)
     "Realised-token log-probs from the full (.., T, V) log-softmax; the naive reference of the chunked kernels."
-    lp = F.linear(hidden, weight, bias).to(_compute_dtype(hidden.dtype)).log_softmax(-1)   # (..., T, V)
+    cdt = _compute_dtype(hidden.dtype)
+    lp = F.linear(hidden.to(cdt), weight.to(cdt), None if bias is None else bias.to(cdt)).log_softmax(-1)   # (..., T, V)
     return lp.gather(-1, tokens.long().expand(lp.shape[:-1]).unsqueeze(-1)).squeeze(-1)
 
 def _naive_ensemble_scores(
@@ -240,9 +265,39 @@ def _naive_ensemble_scores(
 ) -> EnsembleTokenScores:
     "ensemble_token_scores computed from the full (K, T, V) logits in one go; its naive reference."
     ell = _naive_token_logprobs(hidden, weight, tokens, bias)                          # (K, T)
-    return EnsembleTokenScores(ell, token_mutual_information(F.linear(hidden, weight, bias)), *realised_token_diagnostics(ell))
+    cdt = _compute_dtype(hidden.dtype)
+    logits = F.linear(hidden.to(cdt), weight.to(cdt), None if bias is None else bias.to(cdt))          # (K, T, V) float32
+    return EnsembleTokenScores(ell, token_mutual_information(logits), *realised_token_diagnostics(ell))
 
 # %% ../nbs/01_uncertainty.ipynb #a200a40c
+class _HeadLogProb(torch.autograd.Function):
+    "log p(tokens | hidden) of one chunk from float32 logits; keeps the chunk's inputs and logsumexp, recomputes the logits in backward."
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, tokens, dtype):   # (c, D), (V, D), (V,) or None, (c,) int64, float32/64
+        logits = _head_logits_(hidden, weight, bias, hidden.new_empty(hidden.shape[0], weight.shape[0], dtype=dtype))   # (c, V)
+        lse = torch.logsumexp(logits, -1)                                                    # (c,)
+        ctx.save_for_backward(hidden, weight, bias, tokens, lse)
+        return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - lse                    # (c,)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):                                                                    # g: (c,)
+        hidden, weight, bias, tokens, lse = ctx.saved_tensors
+        c, V = tokens.shape[0], weight.shape[0]
+        d = _head_logits_(hidden, weight, bias, hidden.new_empty(c, V, dtype=lse.dtype))    # (c, V) the logits again
+        d.sub_(lse[:, None]).exp_().mul_(-g[:, None].to(d.dtype))                           # -g p
+        d.scatter_add_(-1, tokens[:, None], g[:, None].to(d.dtype))                         # + g at the realised token
+        gh = gw = gb = None
+        if ctx.needs_input_grad[0]:                                                          # d W, the head upcast block by block
+            gh = hidden.new_zeros(c, weight.shape[1], dtype=d.dtype)
+            vb = _vocab_block(c, V, weight.shape[1])
+            for v0 in range(0, V, vb): gh.addmm_(d[:, v0:v0 + vb], weight[v0:v0 + vb].to(d.dtype))
+            gh = gh.to(hidden.dtype)
+        if ctx.needs_input_grad[1]: gw = (d.T @ hidden.to(d.dtype)).to(weight.dtype)       # (V, D): only a trainable head needs it
+        if bias is not None and ctx.needs_input_grad[2]: gb = d.sum(0).to(bias.dtype)
+        return gh, gw, gb, None, None
+
 def _chunk_token_logprobs(
     hidden: Tensor, # (c, D) hidden states of one chunk
     weight: Tensor, # (V, D) LM-head weight
@@ -250,9 +305,8 @@ def _chunk_token_logprobs(
     tokens: Tensor, # (c,) int64 realised tokens of the chunk
     dtype: torch.dtype, # float32 (float64 for float64 inputs)
 ) -> Tensor: # (c,)
-    "log p(tokens | hidden) for one chunk as logit[token] - logsumexp(logits), upcast to `dtype`."
-    logits = F.linear(hidden, weight, bias).to(dtype)                           # (c, V)
-    return logits.gather(-1, tokens.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
+    "log p(tokens | hidden) for one chunk as logit[token] - logsumexp(logits), the logits computed in `dtype`."
+    return _HeadLogProb.apply(hidden, weight, bias, tokens, dtype)
 
 # %% ../nbs/01_uncertainty.ipynb #9b7e7b76
 def chunked_token_logprobs(
@@ -262,17 +316,13 @@ def chunked_token_logprobs(
     chunk_size: int = 256, # positions per LM-head call; forward and backward memory O(chunk_size * V)
     bias: Tensor | None = None, # (V,) optional LM-head bias
 ) -> Tensor: # (T,) log p(tokens[t]), float32 (float64 for float64 inputs), differentiable
-    "Differentiable realised-token log-probs with the LM head applied chunk by chunk and recomputed in backward; naive equivalent: `_naive_token_logprobs`."
+    "Differentiable realised-token log-probs, float32 LM head applied chunk by chunk and recomputed in backward; naive equivalent: `_naive_token_logprobs`."
     _check_lm_head_inputs(hidden, weight, tokens, chunk_size, bias, ndim=2)
     T = hidden.shape[0]
     cdt = _compute_dtype(hidden.dtype)
     tokens = tokens.long()
-    grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (hidden, weight, bias))
-    parts = []
-    for s in range(0, T, chunk_size):
-        args = (hidden[s:s + chunk_size], weight, bias, tokens[s:s + chunk_size], cdt)
-        # checkpoint: keep only the chunk's inputs; its (c, V) logits are recomputed in backward (O(chunk * V))
-        parts.append(checkpoint(_chunk_token_logprobs, *args, use_reentrant=False) if grad else _chunk_token_logprobs(*args))
+    # each chunk keeps only its inputs and (c,) logsumexp for backward; its (c, V) logits are recomputed there
+    parts = [_chunk_token_logprobs(hidden[s:s + chunk_size], weight, bias, tokens[s:s + chunk_size], cdt) for s in range(0, T, chunk_size)]
     out = torch.cat(parts) if parts else hidden.new_zeros(0, dtype=cdt)          # (T,)
     if not torch.isfinite(out.detach()).all():
         raise ValueError("non-finite log-probs: the LM head gives NaN/inf logits, or a realised token has a -inf logit")
