@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = ['AC1_RULES', 'AC2_RULES', 'CP26_RULES', 'ERDOS_RULES', 'RULES', 'FAMILIES', 'WINNING_MOTIFS', 'family_entropy', 'Rule',
            'label_family', 'matching_families', 'has_winning_motif', 'describe_families', 'LOCAL_METHODS',
-           'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows', 'has_step_function',
-           'has_uniform_rows', 'import_aliases', 'int_lists', 'token_words', 'uses_diff_evo', 'uses_genetic',
-           'uses_gradient', 'uses_local_search', 'uses_random_search', 'uses_scipy_min', 'uses_scipy_minimize',
-           'uses_sim_anneal', 'uses_sqrt_2n']
+           'MAX_INT_LIST', 'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows',
+           'has_step_function', 'has_uniform_rows', 'import_aliases', 'int_lists', 'token_words', 'uses_diff_evo',
+           'uses_genetic', 'uses_gradient', 'uses_local_search', 'uses_random_search', 'uses_scipy_min',
+           'uses_scipy_minimize', 'uses_sim_anneal', 'uses_sqrt_2n']
 
 # %% ../nbs/07_families.ipynb #fef55a11
 import math
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .family_syntax import (  # the machinery, re-exported: `from ugttt.families import code_features` works
-    LOCAL_METHODS, CodeFeatures, code_features, code_tokens, has_gaussian, has_non_uniform_rows, has_step_function,
+    LOCAL_METHODS, MAX_INT_LIST, CodeFeatures, code_features, code_tokens, has_gaussian, has_non_uniform_rows, has_step_function,
     has_uniform_rows, import_aliases, int_lists, token_words, uses_diff_evo, uses_genetic, uses_gradient,
     uses_local_search, uses_random_search, uses_scipy_min, uses_scipy_minimize, uses_sim_anneal, uses_sqrt_2n)
-_all_ = ['LOCAL_METHODS', 'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows',
+_all_ = ['LOCAL_METHODS', 'MAX_INT_LIST', 'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows',
          'has_step_function', 'has_uniform_rows', 'import_aliases', 'int_lists', 'token_words', 'uses_diff_evo',
          'uses_genetic', 'uses_gradient', 'uses_local_search', 'uses_random_search', 'uses_scipy_min',
          'uses_scipy_minimize', 'uses_sim_anneal', 'uses_sqrt_2n']
