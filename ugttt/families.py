@@ -5,22 +5,23 @@
 # %% auto #0
 __all__ = ['AC1_RULES', 'AC2_RULES', 'CP26_RULES', 'ERDOS_RULES', 'RULES', 'FAMILIES', 'WINNING_MOTIFS', 'family_entropy', 'Rule',
            'label_family', 'matching_families', 'has_winning_motif', 'describe_families', 'LOCAL_METHODS',
-           'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows', 'has_step_function',
-           'has_uniform_rows', 'import_aliases', 'int_lists', 'token_words', 'uses_diff_evo', 'uses_genetic',
-           'uses_gradient', 'uses_local_search', 'uses_random_search', 'uses_scipy_min', 'uses_scipy_minimize',
-           'uses_sim_anneal', 'uses_sqrt_2n']
+           'MAX_INT_LIST', 'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows',
+           'has_step_function', 'has_uniform_rows', 'import_aliases', 'int_lists', 'token_words', 'uses_diff_evo',
+           'uses_genetic', 'uses_gradient', 'uses_local_search', 'uses_random_search', 'uses_scipy_min',
+           'uses_scipy_minimize', 'uses_sim_anneal', 'uses_sqrt_2n']
 
 # %% ../nbs/07_families.ipynb #fef55a11
 import math
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from .family_syntax import (  # the machinery, re-exported: `from ugttt.families import code_features` works
-    LOCAL_METHODS, CodeFeatures, code_features, code_tokens, has_gaussian, has_non_uniform_rows, has_step_function,
+    LOCAL_METHODS, MAX_INT_LIST, CodeFeatures, code_features, code_tokens, has_gaussian, has_non_uniform_rows, has_step_function,
     has_uniform_rows, import_aliases, int_lists, token_words, uses_diff_evo, uses_genetic, uses_gradient,
     uses_local_search, uses_random_search, uses_scipy_min, uses_scipy_minimize, uses_sim_anneal, uses_sqrt_2n)
-_all_ = ['LOCAL_METHODS', 'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows',
+_all_ = ['LOCAL_METHODS', 'MAX_INT_LIST', 'CodeFeatures', 'code_features', 'code_tokens', 'has_gaussian', 'has_non_uniform_rows',
          'has_step_function', 'has_uniform_rows', 'import_aliases', 'int_lists', 'token_words', 'uses_diff_evo',
          'uses_genetic', 'uses_gradient', 'uses_local_search', 'uses_random_search', 'uses_scipy_min',
          'uses_scipy_minimize', 'uses_sim_anneal', 'uses_sqrt_2n']
@@ -144,14 +145,27 @@ ERDOS_RULES = (
 RULES: dict[str, tuple[Rule, ...]] = {'ac1': AC1_RULES, 'ac2': AC2_RULES, 'cp26': CP26_RULES, 'erdos': ERDOS_RULES}
 FAMILIES: dict[str, tuple[str, ...]] = {t: tuple(dict.fromkeys(r.family for r in rs)) + ('other',)
                                         for t, rs in RULES.items()}
+_WARNED_RULES: set = set()   # rules that raised once already (warned about)
 
 
 def label_family(task, # 'ac1', 'ac2', 'cp26', 'erdos', or a Task (your own problem's rules are its `family_rules`)
                  code: str, # the program (the extracted code of a rollout; '' when it has none)
                 ) -> str:
-    "The family of the first rule of `task` that matches `code`, else 'other' (paper §3, Setup)."
-    rules, f = _task_features(task, code)
-    return next((r.family for r in rules if r.test(f)), 'other')
+    "The family of the first rule of `task` that matches `code`, else 'other' (paper §3, Setup); never raises for a program."
+    rules = _task_rules(task)
+    if not isinstance(code, str): raise TypeError(f'code must be a str, got {type(code).__name__}')
+    try: f = code_features(code)
+    except Exception: return 'other'               # unlabellable (RecursionError, MemoryError, ...): other
+    for r in rules:
+        try:
+            if r.test(f): return r.family
+        except Exception as e:                     # a rule that raises does not match
+            if r.name not in _WARNED_RULES:
+                _WARNED_RULES.add(r.name)
+                warnings.warn(f'family rule {r.name!r} raised {type(e).__name__}: {str(e)[:200]}; it counts as not matching',
+                              RuntimeWarning, stacklevel=2)
+    return 'other'
+
 
 # %% ../nbs/07_families.ipynb #eb0d409d
 def _task_key(task: str,  # a task name as the caller wrote it

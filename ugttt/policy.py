@@ -13,15 +13,16 @@ from torch import Tensor
 from .uncertainty import EnsembleTokenScores, chunked_token_logprobs, ensemble_token_scores, top_frac_mean
 from .regularizer import stack_adapters
 from .default_model import load_default_model
+from .tasks import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS
 from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_check, is_check_step, window_mi
 
 # %% auto #0
 __all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble',
            'peft_deprecation_silenced', 'enable_activation_checkpointing', 'dtype_kwarg', 'set_adapters_trainable',
            'lora_layers', 'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden', 'member_hidden',
-           'sequence_scores', 'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group', 'sampling_generator',
-           'check_generator', 'window_scores', 'RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi',
-           'adapter_logprobs', 'training_mode']
+           'sequence_scores', 'text_ids', 'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group',
+           'sampling_generator', 'check_generator', 'window_scores', 'max_prompt_tokens', 'fit_prompt', 'RolloutScores',
+           'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs', 'training_mode']
 
 # %% ../nbs/09_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -393,16 +394,40 @@ def _right_pad(seqs, pad_id, device):
     return ids, am
 
 # %% ../nbs/09_policy.ipynb #83829192
+_SLOT = "\x00ugttt-prompt-text\x00"   # stands for the prompt text when the chat template is rendered
+
+def text_ids(
+    tokenizer,   # a Hugging Face tokenizer
+    text: str,   # text to tokenize as plain text (a prompt, which quotes programs and their output)
+) -> list[int]:  # its ids; they decode to `text`
+    "Ids of `text` with no added token (special or not: <|im_end|>, </think>, <|program|>) matched inside it."
+    added = [t for t in tokenizer.get_added_vocab() if len(t) > 1 and t in text]
+    cuts = set()
+    for t in added:                                 # cut every occurrence after its first character
+        i = text.find(t)
+        while i >= 0: cuts.add(i + 1); i = text.find(t, i + 1)
+    bounds = [0, *sorted(cuts), len(text)]
+    pieces = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [i for ids in tokenizer(pieces, add_special_tokens=False).input_ids for i in ids]
+
+
 def encode_prompt(
     ens: LoRAEnsemble,
     text: str,                  # the task prompt (Task.prompt)
     chat: bool | None = None,   # wrap it in the tokenizer's chat template; None = when the tokenizer has one
 ) -> list[int]:                 # prompt token ids
-    "Prompt ids: the chat template's user turn plus the assistant header for chat models, the raw text otherwise."
+    "Prompt ids: the chat template's user turn plus the assistant header for chat models, the raw text otherwise; the text never becomes a control token."
     tok = ens.tokenizer
     if chat is None: chat = getattr(tok, "chat_template", None) is not None
-    if chat: text = tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
-    return tok(text, add_special_tokens=False).input_ids
+    if chat:
+        rendered = tok.apply_chat_template([{"role": "user", "content": _SLOT}], tokenize=False, add_generation_prompt=True)
+        if rendered.count(_SLOT) != 1: raise ValueError("the tokenizer's chat template does not show the user's message verbatim")
+        before, after = rendered.split(_SLOT)
+        return tok(before, add_special_tokens=False).input_ids + text_ids(tok, text) + tok(after, add_special_tokens=False).input_ids
+    marker = COMPACT_PROGRAM_MARKER                  # the compact prompt's own last line: the one control token it holds
+    if text.endswith(marker) and marker in tok.get_added_vocab():
+        return text_ids(tok, text[:-len(marker)]) + [tok.get_added_vocab()[marker]]
+    return text_ids(tok, text)
 
 # %% ../nbs/09_policy.ipynb #3b065790
 @dataclass
@@ -624,6 +649,51 @@ def _check_generate_args(ens, prompts, n, streaming, history) -> None:
     if streaming is not None:
         if history is None: raise ValueError("streaming needs the gate's history (a StreamingHistory)")
         if cfg.think_cap is None: raise ValueError("the streaming gate closes a thinking phase: it needs think_cap")
+
+# %% ../nbs/09_policy.ipynb #ab2e18b7
+def max_prompt_tokens(
+    ens: LoRAEnsemble,
+) -> int:   # the most prompt tokens a rollout can start from
+    "The context window less what a rollout needs after its prompt: think_cap, the transition and one code token."
+    cfg = ens.cfg
+    need = (cfg.think_cap + len(ens.transition_ids) + 1) if cfg.think_cap is not None else 1
+    return cfg.context_window - need
+
+
+def fit_prompt(
+    ens: LoRAEnsemble,
+    task,                       # a ugttt.tasks.Task
+    state,                      # the parent (a ugttt.tasks.State; None: the empty root)
+    style: str = "chat",        # Task.prompt's style
+    budget_s: float = 10.0,     # the program's budget, quoted by the chat prompt
+    chat: bool | None = None,   # as encode_prompt
+) -> tuple[str, list[int]]:     # (prompt text, its ids), at most max_prompt_tokens(ens) ids
+    "The parent's prompt and ids, its code (then its output tail) shown in part when the whole does not fit max_prompt_tokens."
+    limit = max_prompt_tokens(ens)
+    def render(code_chars, output_chars):
+        text = task.prompt(state, style=style, budget_s=budget_s, code_chars=code_chars, output_chars=output_chars)
+        ids = encode_prompt(ens, text, chat)
+        return (text, ids) if len(ids) <= limit else None
+    fitted = render(None, STDOUT_TAIL_CHARS)
+    if fitted is not None: return fitted
+    def longest(make, hi):      # the largest k in [0, hi) whose prompt fits, by bisection (None if even 0 does not)
+        best = make(0)
+        if best is None: return None
+        lo = 0
+        while hi - lo > 1:      # make(lo) fits, make(hi) does not
+            mid = (lo + hi) // 2
+            got = make(mid)
+            if got is None: hi = mid
+            else: lo, best = mid, got
+        return best
+    code = len(state.code.strip()) if state is not None else 0
+    fitted = longest(lambda k: render(k, STDOUT_TAIL_CHARS), code) or longest(lambda k: render(0, k), STDOUT_TAIL_CHARS)
+    if fitted is None:
+        n = len(encode_prompt(ens, task.prompt(state, style=style, budget_s=budget_s, code_chars=0, output_chars=0), chat))
+        raise ValueError(f"the {style} prompt of task {task.name!r} has {n} tokens without the parent's code and output, more "
+                         f"than the {limit} that context_window={ens.cfg.context_window} leaves after think_cap="
+                         f"{ens.cfg.think_cap}: raise context_window or lower think_cap")
+    return fitted
 
 # %% ../nbs/09_policy.ipynb #067fd6a8
 @dataclass

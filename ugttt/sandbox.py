@@ -10,11 +10,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+import numpy as np
 from .sandbox_worker import _recv_msg, _send_msg, seccomp_filter, to_plain   # to_plain: the child's half, re-exported
 
 # %% auto #0
-__all__ = ['MAX_RESULT_VALUES', 'DEFAULT_PRELOAD', 'RunResult', 'decode_result', 'truncate_output', 'describe_outcome',
-           'sandbox_command', 'detect_isolation', 'Sandbox', 'default_sandbox']
+__all__ = ['MAX_RESULT_VALUES', 'MAX_RESULT_DEPTH', 'MAX_RESULT_STRING_BYTES', 'DEFAULT_PRELOAD', 'RunResult', 'decode_result',
+           'truncate_output', 'describe_outcome', 'sandbox_command', 'detect_isolation', 'Sandbox', 'default_sandbox']
 
 # %% ../nbs/06_sandbox.ipynb #6515c490
 @dataclass
@@ -29,18 +30,50 @@ class RunResult:
     timed_out: bool     # killed for exceeding its budget
 
 # %% ../nbs/06_sandbox.ipynb #eee4621b
-MAX_RESULT_VALUES = 2**20   # values a result may hold: ~40 MB of Python objects at most in the parent
+MAX_RESULT_VALUES = 2**20        # values and containers a result may hold: ~64 MB of Python objects at most in the parent
+MAX_RESULT_DEPTH = 66            # nesting of a reply: its own {"ok", "value"} object, then to_plain's 64 levels and one
+MAX_RESULT_STRING_BYTES = 2**20  # bytes inside the strings of a reply (keys and error included): <= 4 MiB as Python str
+_STEP = np.zeros(256, np.int8); _STEP[[ord('['), ord('{')]] = 1; _STEP[[ord(']'), ord('}')]] = -1
+_CHUNK = 1 << 22                 # bytes scanned at a time by _json_extent: its temporary arrays stay a few MB
+
+def _json_extent(
+    data: bytes,   # a JSON text, ASCII
+) -> tuple[int, int] | None:   # (nesting depth, bytes inside strings), exact for valid JSON; None: unbalanced quotes
+    "Nesting depth and string bytes of a JSON text, from the positions of its quotes and brackets, without parsing it."
+    if b'\\' in data: data = data.replace(b'\\\\', b'__').replace(b'\\"', b'__')   # escapes gone, lengths kept: " delimits strings
+    a = np.frombuffer(data, np.uint8)
+    quotes, brackets = [], []
+    for s in range(0, len(a), _CHUNK):               # in chunks: a 64 MB reply never makes a 64 MB temporary
+        c = a[s:s + _CHUNK]
+        quotes.append(np.flatnonzero(c == ord('"')) + s); brackets.append(np.flatnonzero(_STEP[c]) + s)
+    q, b = np.concatenate(quotes), np.concatenate(brackets)
+    if len(q) % 2: return None
+    string_bytes = int((q[1::2] - q[0::2] - 1).sum())
+    outside = np.searchsorted(q, b) % 2 == 0         # an even number of quotes before it: not inside a string
+    depth = int(np.cumsum(_STEP[a[b[outside]]], dtype=np.int64).max(initial=0))
+    return depth, string_bytes
 
 def decode_result(
     data: bytes,                          # the child's reply: JSON {"ok": true, "value": ...} or {"ok": false, "error": "..."}
-    max_values: int = MAX_RESULT_VALUES,  # refuse replies holding more values than this, before parsing them
+    max_values: int = MAX_RESULT_VALUES,  # refuse replies holding more values and containers than this, before parsing them
+    max_depth: int = MAX_RESULT_DEPTH,    # refuse replies nested deeper than this, before parsing them
+    max_string_bytes: int = MAX_RESULT_STRING_BYTES,  # refuse replies with more bytes inside strings, before parsing them
 ) -> tuple[bool, Any, str | None]:
     "Parse the child's JSON reply into (ok, value, error); anything malformed or too large becomes an error, never an exception."
     if not data: return False, None, None
-    n = data.count(b',') + data.count(b':') + 1                # >= the number of values: each one past the first follows one
+    if not data.isascii(): return False, None, 'malformed result from the program (non-ASCII bytes)'
+    opens = data.count(b'[') + data.count(b'{')
+    n = data.count(b',') + data.count(b':') + opens + 1     # >= values + containers: each value past the first follows one
     if n > max_values: return False, None, f'result too large: more than {max_values} values'
-    try: msg = json.loads(data.decode('utf-8'))
-    except (UnicodeDecodeError, ValueError, RecursionError, MemoryError) as e:
+    if data.count(b']') + data.count(b'}') > n or data.count(b'"') > 2 * n + data.count(b'\\'):   # bounds _json_extent's arrays
+        return False, None, 'malformed result from the program (unbalanced)'
+    if opens > max_depth or len(data) > max_string_bytes:   # else depth <= opens and strings <= len(data): nothing to count
+        extent = _json_extent(data)
+        if extent is None: return False, None, 'malformed result from the program (unbalanced quotes)'
+        if extent[0] > max_depth: return False, None, f'result too deep: nested more than {max_depth} levels'
+        if extent[1] > max_string_bytes: return False, None, f'result too large: more than {max_string_bytes} bytes of strings'
+    try: msg = json.loads(data)
+    except (ValueError, RecursionError, MemoryError) as e:
         return False, None, f'malformed result from the program ({type(e).__name__})'
     if type(msg) is not dict or type(msg.get('ok')) is not bool: return False, None, 'malformed result from the program'
     if msg['ok']:
@@ -89,7 +122,10 @@ def describe_outcome(
         return False, None, f'crashed: killed by signal {name}', False
     code = report.get('code')
     if code != 0: return False, None, f'exited with status {code} before returning a result', False
+    t = time.monotonic()
     ok, value, err = decode_result(data)
+    if elapsed_s + time.monotonic() - t > budget_s:          # reading the result is part of the program's budget
+        return False, None, f'timeout: exceeded {budget_s:g} s budget (reading its result included)', True
     if not ok and err is None: err = 'exited with status 0 before returning a result (os._exit?)'
     return ok, value, err, False
 
@@ -488,8 +524,11 @@ class _Worker:
         elapsed = (end or time.monotonic()) - t0
         oom = bool(self.cg) and self.cg.oom_kills() > oom0
         if report is None or lost: self.kill()
-        ok, value, error, timed_out = describe_outcome(report, bytes(res), too_large, budget_s, sb.memory_mb,
+        data, t_read = bytes(res), time.monotonic()
+        res.clear()                                            # one copy of the reply while it is parsed, not two
+        ok, value, error, timed_out = describe_outcome(report, data, too_large, budget_s, sb.memory_mb,
                                                        sb.max_result_bytes, oom, lost, elapsed)
+        elapsed += time.monotonic() - t_read                   # reading the result is part of the program's time
         if report is not None and lost and not timed_out:   # something of the program outlived the cleanup: never trust that run
             ok, error = False, f'a process of the program survived the cleanup ({lost}); worker replaced'
         return RunResult(ok=ok, value=value if ok else None, error=error,

@@ -6,7 +6,10 @@
 from __future__ import annotations
 import functools
 import inspect
+import math
+import numbers
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -83,11 +86,73 @@ class Task:
     aliases: tuple = field(default=(), repr=False)        # extra header lines (reference names, constants the helpers use)
     family_rules: tuple = field(default=(), repr=False)   # your own problem's family rules (ugttt.families.Rule); built-ins: ugttt.families.RULES
 
-    def score(self, result, strict: bool = False) -> Score:
-        "Pure scoring of what a program returned (lists or arrays); never raises."
-        try: return self.scorer(result, strict)
-        except Exception as e:      # last resort: scoring must never take the caller down
-            return Score(False, None, 0.0, f"could not score the result: {type(e).__name__}: {e}")
+    def score(self,
+              result,                           # what the program returned (plain data)
+              strict: bool = False,             # the scorer's strict mode (tighter tolerances)
+              timeout_s: float | None = None,   # wall-clock limit of the scorer; None: none (the built-ins are bounded)
+             ) -> Score:
+        "Scoring of what a program returned, checked (a Score, finite bound and reward, numeric construction); never raises."
+        out, why = _call_scorer(self, result, strict, timeout_s)
+        return Score(False, None, 0.0, why) if why is not None else _check_score(self, out)
+
+# %% ../nbs/05_tasks.ipynb #e3b68c30
+MAX_STUCK_SCORERS = 4   # a task's scorer calls still running past their limit before more are refused unrun
+_STUCK: dict = {}       # task name -> its scorer threads still running past their limit
+_STUCK_LOCK = threading.Lock()
+
+def _call_scorer(
+    task: Task,                 # whose scorer to call
+    result,                     # what the program returned
+    strict: bool,               # passed on to the scorer
+    timeout_s: float | None,    # wall-clock limit; None: called in this thread, unlimited
+) -> tuple:                     # (what the scorer returned, None) or (None, why it did not return)
+    "Call task.scorer(result, strict), turning an exception, sys.exit or a run past timeout_s into a reason."
+    def call():
+        try: return task.scorer(result, strict), None
+        except (Exception, SystemExit) as e:   # SystemExit: sys.exit in a scorer must not end the run
+            try: text = f"{type(e).__name__}: {e}"[:500]
+            except Exception: text = type(e).__name__
+            return None, f"could not score the result: {text}"
+    if timeout_s is None: return call()
+    with _STUCK_LOCK:
+        stuck = _STUCK[task.name] = [t for t in _STUCK.get(task.name, []) if t.is_alive()]
+        if len(stuck) >= MAX_STUCK_SCORERS:
+            return None, f"not scored: {len(stuck)} earlier calls of the scorer are still running past their time limit"
+    box = []
+    t = threading.Thread(target=lambda: box.append(call()), name=f"ugttt-scorer-{task.name}", daemon=True)
+    t.start(); t.join(timeout_s)
+    if not box:                                 # still running: left behind (a thread cannot be stopped), counted
+        with _STUCK_LOCK: _STUCK.setdefault(task.name, []).append(t)
+        return None, f"the scorer did not return within {timeout_s:g} s"
+    return box[0]
+
+# %% ../nbs/05_tasks.ipynb #f795ddc9
+def _check_score(
+    task: Task,   # whose scorer returned `out` (named in the reasons)
+    out,          # what the scorer returned
+) -> Score:       # `out` with float bound/reward and a list construction, or an invalid Score saying what was wrong
+    "A scorer's return value checked: a Score; when valid, finite bound and reward and a finite numeric construction."
+    bad = lambda why: Score(False, None, 0.0, f"the scorer of {task.name!r} {why}")
+    if not isinstance(out, Score): return bad(f"returned a {type(out).__name__}, not a ugttt.scoring.Score")
+    if not isinstance(out.valid, (bool, np.bool_)): return bad(f"returned valid={out.valid!r:.60}, not a bool")
+    if not out.valid:                           # reward 0 whatever the scorer said
+        if isinstance(out.reason, str) and out.reason: return Score(False, None, 0.0, out.reason[:2000])
+        return bad("said the result is invalid, without a reason")
+    nums = {}
+    for f in ("bound", "reward"):
+        v = getattr(out, f)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            return bad(f"returned {f}={v!r:.60}: a valid score needs a finite number")
+        nums[f] = float(v)
+    c = out.construction
+    if c is not None:
+        try: a = np.asarray(c, dtype=float)
+        except (TypeError, ValueError, OverflowError) as e:
+            return bad(f"returned a construction that is not an array of numbers ({type(e).__name__}: {str(e)[:200]})")
+        if a.ndim == 0 or not np.isfinite(a).all():
+            return bad("returned a construction that is not a list of finite numbers")
+        c = a.tolist()                          # plain floats: injected with repr, written to checkpoints as JSON
+    return Score(True, nums["bound"], nums["reward"], None, c)
 
 # %% ../nbs/05_tasks.ipynb #b34f62f7
 def _uniform_heights(
@@ -207,13 +272,14 @@ def _load_task(
     try: obj = importlib.import_module(module)
     except ModuleNotFoundError as e: raise ValueError(f"task {spec!r}: cannot import {module!r} ({e}); is its package installed "
                                                       "or on PYTHONPATH?") from None
-    except Exception as e: raise ValueError(f"task {spec!r}: importing {module!r} failed: {type(e).__name__}: {e}") from e
+    except (Exception, SystemExit) as e:   # SystemExit: a sys.exit() while importing would end the process silently
+        raise ValueError(f"task {spec!r}: importing {module!r} failed: {type(e).__name__}: {e}") from e
     for part in attr.split("."):
         if not hasattr(obj, part): raise ValueError(f"task {spec!r}: {obj.__name__ if hasattr(obj, '__name__') else module!r} has no attribute {part!r}")
         obj = getattr(obj, part)
     if not isinstance(obj, Task) and callable(obj):
         try: obj = obj()
-        except Exception as e: raise ValueError(f"task {spec!r}: calling it failed: {type(e).__name__}: {e}") from e
+        except (Exception, SystemExit) as e: raise ValueError(f"task {spec!r}: calling it failed: {type(e).__name__}: {e}") from e
     if not isinstance(obj, Task): raise ValueError(f"task {spec!r} is a {type(obj).__name__}, not a ugttt.tasks.Task")
     return check_task(obj)
 
@@ -251,7 +317,7 @@ def check_task(
                   "whose source file is readable)") from None
     if task.root is not None:
         try: task.initial_state()
-        except Exception as e: raise bad("root", f"does not give a valid construction: {e}") from None
+        except (Exception, SystemExit) as e: raise bad("root", f"does not give a valid construction: {type(e).__name__}: {e}") from None
     return task
 
 # %% ../nbs/05_tasks.ipynb #e8733fd6
@@ -305,17 +371,24 @@ def prompt(
     style: str = "chat",           # "chat" (full, instruction-tuned models) or "compact" (the embedded model)
     budget_s: float = 10.0,        # wall-clock budget the program will get (chat only)
     cpus: int = 1,                 # CPU cores the program will get (chat only)
+    code_chars: int | None = None, # characters of the parent's code shown at most (a marker says what is left out); None: all
+    output_chars: int = STDOUT_TAIL_CHARS,  # characters of the parent's output tail shown at most (chat only)
 ) -> str:
     "The prompt for a parent state: 'chat' (full) or 'compact' (embedded model)."
+    for name, v in (("code_chars", code_chars), ("output_chars", output_chars)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    if output_chars is None: raise ValueError("output_chars must be an int >= 0, got None")
     p = parent if parent is not None else State()
-    if style == "chat": return _chat_prompt(self, p, budget_s, cpus)
-    if style == "compact": return _compact_prompt(self, p)
+    if style == "chat": return _chat_prompt(self, p, budget_s, cpus, code_chars, output_chars)
+    if style == "compact": return _compact_prompt(self, p, code_chars)
     raise ValueError(f"unknown prompt style {style!r}; use 'chat' or 'compact'")
 
 # %% ../nbs/05_tasks.ipynb #b840b394
 def _compact_prompt(
     task: Task,       # the task
     p: State,         # the parent state (the empty State for none)
+    code_chars: int | None = None,   # characters of the parent's code shown at most; None: all
 ) -> str:             # the fixed compact format documented above, ending with COMPACT_PROGRAM_MARKER
     "The short prompt of the embedded model: task, entry and return format, bound (before -> after), target, parent code, marker."
     if p.bound is None: value = "none"
@@ -324,7 +397,7 @@ def _compact_prompt(
     better = "lower" if task.direction == "min" else "higher"
     return "\n".join([f"task: {task.name}", f"entry: {task.entry_point}() -> {task.returns_short}",
                       f"{task.bound_name}: {value}", f"target: {task.target:g} ({better} is better)",
-                      "parent:", p.code.strip() or "(none)", COMPACT_PROGRAM_MARKER])
+                      "parent:", _shown_code(p.code, code_chars) or "(none)", COMPACT_PROGRAM_MARKER])
 
 # %% ../nbs/05_tasks.ipynb #54650941
 def _chat_prompt(
@@ -332,6 +405,8 @@ def _chat_prompt(
     p: State,         # the parent state (the empty State for none)
     budget_s: float,  # wall-clock budget the program will get
     cpus: int,        # CPU cores the program will get
+    code_chars: int | None = None,           # characters of the parent's code shown at most; None: all
+    output_chars: int = STDOUT_TAIL_CHARS,   # characters of the parent's output tail shown at most
 ) -> str:
     "The full prompt for an instruction-tuned model: problem, read-only verifier, parent value/target/gap, code, output tail, rules."
     name, fmt = task.bound_name, f".{task.digits}f"
@@ -360,10 +435,10 @@ def _chat_prompt(
                  "and a fresh start is welcome" if task.warm_start else "not passed to your program")
         lines.append(f"The current construction has {len(p.construction)} {task.unit}, {where}.")
     lines += ["", "## Previous program", ""]
-    lines += [_fence(p.code.strip(), "python") if p.code.strip() else "There is none yet: write a program from scratch."]
+    lines += [_fence(_shown_code(p.code, code_chars), "python") if p.code.strip() else "There is none yet: write a program from scratch."]
     if (p.stdout or "").strip():
         lines += ["", f"## Output of the previous program (last {STDOUT_TAIL_CHARS} characters at most)", "",
-                  _fence(_output_tail(p.stdout))]
+                  _fence(_output_tail(p.stdout, output_chars))]
     lines += ["", "## Rules", "",
               f"- Define `{task.entry_point}()` at the top level. It is called with no arguments (give every "
               f"parameter a default) and must return {task.returns}.",
@@ -394,11 +469,29 @@ def _fence(
 # %% ../nbs/05_tasks.ipynb #17530947
 def _output_tail(
     stdout: str,      # a program's output as the sandbox returned it
-) -> str:             # its stripped tail, at most STDOUT_TAIL_CHARS characters behind a truncation note
-    "The last STDOUT_TAIL_CHARS characters of the stripped output, behind the sandbox's truncation note when cut."
+    max_chars: int = STDOUT_TAIL_CHARS,   # characters of the tail kept
+) -> str:             # its stripped tail, at most max_chars characters behind a truncation note
+    "The last max_chars (STDOUT_TAIL_CHARS) characters of the stripped output, behind the sandbox's truncation note when cut."
     from ugttt.sandbox import truncate_output    # the sandbox's own truncation, loaded only when output is shown
     tail = stdout.strip().encode("utf-8", "surrogatepass")
-    return truncate_output(tail, len(tail), STDOUT_TAIL_CHARS)
+    return truncate_output(tail, len(tail), max_chars)
+
+# %% ../nbs/05_tasks.ipynb #d04222bf
+def _shown_code(
+    code: str,               # the parent's program
+    max_chars: int | None,   # characters of it shown at most; None: all
+) -> str:                    # the stripped code, or its head and tail around a line saying how much is left out
+    "The parent's stripped code, or when longer than max_chars its head and tail (cut at line ends) around a marker line."
+    code = code.strip()
+    if max_chars is None or len(code) <= max_chars: return code
+    h, t = (max_chars + 1) // 2, len(code) - max_chars // 2         # head code[:h], tail code[t:]
+    head, tail = code[:h], code[t:]
+    if code[h] != "\n": head = head[:head.rfind("\n") + 1]          # whole lines only, so that the marker is a line
+    if code[t - 1] != "\n": tail = tail[tail.find("\n") + 1:] if "\n" in tail else ""
+    head = head.rstrip("\n")
+    left_out = len(code) - len(head) - len(tail)
+    marker = f"# ... [{left_out} of the program's {len(code)} characters are left out here: it is too long for the prompt] ..."
+    return "\n".join(s for s in (head, marker, tail) if s)
 
 # %% ../nbs/05_tasks.ipynb #bf1ead11
 @patch
@@ -427,7 +520,7 @@ def evaluate(
     if not run.ok:
         header_lines = source.count("\n") - code.count("\n") - 1     # program.py lines before the program's first
         return failed(_syntax_error_in_program_lines(run.error or "the program failed", header_lines), run.stdout)
-    s = self.score(run.value)
+    s = self.score(run.value, timeout_s=budget_s)    # the scorer gets the program's budget too (your own may be slow)
     if not s.valid: return failed(f"invalid result: {s.reason}", run.stdout)
     return Evaluation(s.reward, s.bound, True, None, run.stdout, s.construction, code, time.perf_counter() - start)
 

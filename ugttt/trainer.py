@@ -13,7 +13,7 @@ from .config import TrainConfig, config_diff, config_from_dict, config_to_dict
 from .rundir import (RunDirError, append_jsonl, check_logs, check_tree, open_regular, read_json, read_jsonl, read_latest,
                           read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
-from .policy import LoRAEnsemble, encode_prompt, generate_groups, mean_token_mi, sampling_generator, score_rollouts, set_adapters_trainable
+from .policy import LoRAEnsemble, fit_prompt, generate_groups, mean_token_mi, sampling_generator, score_rollouts, set_adapters_trainable
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
 from .tasks import get_task
@@ -217,8 +217,8 @@ def run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task,
     "One epoch of Algorithm 1; appends its logs and the PUCT snapshot; returns (epoch record, rollout counter, best reward)."
     t0, G = time.perf_counter(), cfg.group_size
     parents = sampler.sample(cfg.groups_per_epoch)
-    texts = [task.prompt(p.state, style=cfg.prompt_style, budget_s=cfg.budget_s) for p in parents]
-    prompt_ids = [encode_prompt(ens, t) for t in texts]
+    fitted = [fit_prompt(ens, task, p.state, cfg.prompt_style, cfg.budget_s) for p in parents]   # a long parent is cut to fit
+    texts, prompt_ids = [t for t, _ in fitted], [ids for _, ids in fitted]
     stream = cfg.streaming if cfg.streaming_on else None
     groups, c0 = [], counter
     for s in _bar(range(0, len(prompt_ids), cfg.decode_groups), progress, "generate"):
