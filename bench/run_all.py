@@ -27,6 +27,7 @@ SCRIPTS = [
     ("trainer_epoch.py", ["--quick"]),
     ("reproduce_parallel.py", ["--epochs", "2"]),
     ("gpu_smoke.py", ["--quick"]),
+    ("ensemble_batched.py", ["--quick"]),
     ("gpu_check.py", ["--parts", "decode", "scoring"]),   # nothing without a CUDA GPU; about 20 min with one (quick: 8)
 ]
 
