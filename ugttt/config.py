@@ -11,11 +11,12 @@ from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
+from .rundir import RunDirError, check_tree, read_json
 from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
 __all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'TRAIN_PRESETS', 'OPERATIONAL_FIELDS', 'TrainConfig',
-           'make_config', 'config_to_dict', 'config_from_dict', 'config_diff', 'load_config']
+           'make_config', 'config_to_dict', 'config_from_dict', 'config_diff', 'stored_config_diff', 'load_config']
 
 # %% ../nbs/13_config.ipynb #468c3d8f
 METHODS = ("ugttt", "baseline", "no_nnm")
@@ -213,6 +214,18 @@ def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
         if isinstance(x, dict) and isinstance(y, dict): out += _dict_diff(x, y, f"{prefix}{k}.")
         elif x != y: out.append(f"{prefix}{k}: {x!r} -> {y!r}")
     return out
+
+# %% ../nbs/13_config.ipynb #114f0a2e
+def stored_config_diff(
+    run_dir,            # a run directory holding config.json
+    cfg: TrainConfig,   # the config wanted there
+) -> list[str]:         # config_diff(stored, cfg): empty when the run is the same run
+    "Check a run directory's tree, then compare its config.json, as plain data, with cfg; a damaged file is a RunDirError naming it."
+    run_dir = Path(run_dir)
+    check_tree(run_dir)
+    try: return config_diff(read_json(run_dir / "config.json"), cfg)   # plain data: a task it names is never imported
+    except RunDirError: raise
+    except ValueError as e: raise RunDirError(f"{run_dir / 'config.json'}: {e}") from None
 
 # %% ../nbs/13_config.ipynb #df84a89e
 def load_config(

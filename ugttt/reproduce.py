@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
-from .config import STREAMING_TASKS, TrainConfig, config_diff, config_from_dict, config_to_dict, make_config
+from .config import STREAMING_TASKS, TrainConfig, config_from_dict, config_to_dict, make_config, stored_config_diff
 from .tasks import TASK_NAMES, get_task
 from .analysis import Run, interval_method, load_run
 
@@ -128,15 +128,12 @@ def run_state(
     cfg: TrainConfig,     # the config the experiment wants there
 ) -> str:                 # "missing", "partial" or "finished"
     "Whether the run is missing, partial or finished; ValueError if the directory holds a different config or is damaged."
-    from ugttt.rundir import RunDirError, check_logs, check_tree, read_json, read_latest
+    from ugttt.rundir import check_logs, read_latest
     path = Path(path)
     if not os.path.lexists(path): return "missing"
     if not path.is_dir() or not os.path.lexists(path / "config.json"):
         raise ValueError(f"{path} exists but is not a run directory (no config.json); move it away")
-    check_tree(path)
-    try: diff = config_diff(read_json(path / "config.json"), cfg)   # plain data: a task it names is never imported
-    except RunDirError: raise
-    except ValueError as e: raise RunDirError(f"{path / 'config.json'}: {e}") from None
+    diff = stored_config_diff(path, cfg)                              # plain data: a task it names is never imported
     if diff:
         raise ValueError(f"{path} holds a run with a different config ({'; '.join(diff[:4])}); "
                          "choose another runs_dir or move that run away")

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 import numpy as np
 import torch
-from .config import TrainConfig, config_diff, config_from_dict, config_to_dict
-from .rundir import (RunDirError, append_jsonl, check_logs, check_tree, open_regular, read_json, read_jsonl, read_latest,
+from .config import TrainConfig, config_from_dict, config_to_dict, stored_config_diff
+from .rundir import (RunDirError, append_jsonl, check_logs, open_regular, read_json, read_jsonl, read_latest,
                           read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
 from .policy import LoRAEnsemble, fit_prompt, generate_groups, mean_token_mi, sampling_generator, score_rollouts, set_adapters_trainable
@@ -188,10 +188,7 @@ def check_run_dir(
     if not resume: return
     if not out.is_dir(): raise FileNotFoundError(f"cannot resume: {out} is not a directory")
     if not os.path.lexists(out / "config.json"): raise FileNotFoundError(f"cannot resume: {out} holds no run (no config.json)")
-    check_tree(out)
-    try: diff = config_diff(read_json(out / "config.json"), cfg)   # plain data: nothing it names is imported; operational fields may differ
-    except RunDirError: raise
-    except ValueError as e: raise RunDirError(f"{out / 'config.json'}: {e}") from None
+    diff = stored_config_diff(out, cfg)   # plain data: nothing it names is imported; operational fields may differ
     if diff:
         raise ValueError(f"cannot resume {out} with a different config (differs in: {'; '.join(diff[:4])}); resume with the "
                          "run's own config.json (ugttt.config.config_from_dict, or `ugttt train --config` on it)")
