@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test check-sync readme slow table1 reproduce mechanism-pilot bench clean
+.PHONY: install system-deps test check-sync readme slow table1 reproduce mechanism-pilot mechanism bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -67,6 +67,13 @@ mechanism-pilot: install
 	mkdir -p reproduce/out
 	cd reproduce && ../$(BIN)/papermill mechanism_pilot.ipynb out/mechanism_pilot.ipynb --no-progress-bar --log-output $(P)
 	@echo; cat reproduce/out/mechanism_pilot.md
+
+# The mechanism study's arms (docs/mechanism.md): control, baseline, ensemble_only, no_nnm, ugttt and
+# ugttt_generator_ratio in the pilot's regime (the `mechanism` preset), 6 seeds (36 runs, 24 of them K = 5); prints the table.
+mechanism: install
+	mkdir -p reproduce/out
+	cd reproduce && ../$(BIN)/papermill mechanism.ipynb out/mechanism.ipynb --no-progress-bar --log-output $(P)
+	@echo; cat reproduce/out/mechanism.md
 
 # speed and memory figures (printed, never asserted): every bench/ script, then one table of headline figures, each
 # with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 7 min on 2 cores;

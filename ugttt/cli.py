@@ -79,8 +79,10 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     "task, method, preset, --config and a flag per config field, shared by train and plan."
     p.add_argument("--task", metavar="TASK", help=f"a benchmark ({', '.join(TASK_NAMES)}; default cp26) or your own problem "
                    "as package.module:attr (nbs/18_your_problem)")
-    p.add_argument("--method", choices=METHODS, help="ugttt (the full method), baseline (TTT-Discover) or no_nnm (default ugttt)")
-    p.add_argument("--preset", choices=tuple(TRAIN_PRESETS), help="tiny (embedded model, CPU) or paper (Qwen3-8B, GPU); default tiny")
+    p.add_argument("--method", choices=METHODS, help="ugttt (the full method), baseline (TTT-Discover), no_nnm or ensemble_only "
+                   "(the ablations; default ugttt)")
+    p.add_argument("--preset", choices=tuple(TRAIN_PRESETS), help="tiny (embedded model, CPU), mechanism (tiny in the "
+                   "mechanism study's regime, docs/mechanism.md) or paper (Qwen3-8B, GPU); default tiny")
     p.add_argument("--config", type=Path, help="a JSON or YAML file of config fields; the flags override it")
     for flag, ann in config_flags().items():
         p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(ann), help=f"({ann})")

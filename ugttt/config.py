@@ -16,10 +16,11 @@ from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
 __all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'TRAIN_PRESETS', 'OPERATIONAL_FIELDS', 'TrainConfig',
-           'make_config', 'config_to_dict', 'config_from_dict', 'config_diff', 'stored_config_diff', 'load_config']
+           'streams_by_default', 'make_config', 'config_to_dict', 'config_from_dict', 'config_diff',
+           'stored_config_diff', 'load_config']
 
 # %% ../nbs/13_config.ipynb #468c3d8f
-METHODS = ("ugttt", "baseline", "no_nnm")
+METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
 EXECUTORS = ("local", "ray")                       # verification backends (06_sandbox, 06_sandbox_ray)
 REPORT_TO = TRACKERS                               # experiment trackers: tensorboard, trackio, wandb (13_tracking)
 STREAMING_TASKS = ("ac1", "cp26")   # where the paper's UG-TTT runs used the streaming gate (App. E)
@@ -28,7 +29,7 @@ STREAMING_TASKS = ("ac1", "cp26")   # where the paper's UG-TTT runs used the str
 class TrainConfig:
     "A training run: task, method, budgets, PUCT, and the nested policy, update and streaming settings."
     task: str = "cp26"                  # ac1, ac2, cp26, erdos, or your own problem as "package.module:attr" (18_your_problem)
-    method: str = "ugttt"               # ugttt (full method), baseline (TTT-Discover) or no_nnm (Table 2's ablation)
+    method: str = "ugttt"               # ugttt (full method), baseline (TTT-Discover), no_nnm (Table 2's ablation) or ensemble_only (K adapters, no MI bonus, no NNM)
     epochs: int = 6                     # training epochs, one optimiser step each (App. E: 6)
     groups_per_epoch: int = 8           # parent states per epoch, gradients accumulated over them (App. E: 8)
     group_size: int = 8                 # G, rollouts per parent (App. E: 8)
@@ -40,7 +41,7 @@ class TrainConfig:
     ray_address: str | None = None      # executor "ray": the cluster to join, as ray.init(address=...); None: the running or a new local one
     report_to: tuple[str, ...] = ()     # experiment trackers fed from the run's metrics: tensorboard, trackio, wandb; () or "none": none
     decode_groups: int = 1              # groups sampled in one batched decode (paper scale: 1, a group's KV cache fills a GPU)
-    streaming_on: bool = True           # use the gate (set by make_config: ugttt on AC1 and CP26 only)
+    streaming_on: bool = True           # use the gate (set by make_config: streams_by_default, ugttt and no_nnm on AC1 and CP26)
     puct_c: float = 1.0                 # PUCT exploration constant c (reference: 1.0)
     puct_topk_children: int = 2         # children admitted per parent and kept per parent at each flush (reference: 2)
     puct_max_buffer: int = 1000         # states kept in the PUCT buffer (reference: 1000)
@@ -117,27 +118,38 @@ def _check_run_fields(c) -> None:
 TRAIN_PRESETS = dict(
     paper=dict(prompt_style="chat", decode_groups=1),
     tiny=dict(prompt_style="compact", decode_groups=8, budget_s=5.0),
+    mechanism=dict(prompt_style="compact", decode_groups=8, budget_s=5.0, epochs=20, streaming_on=False),
 )
 _NESTED_PRESETS = dict(   # preset name -> settings of the nested configs beyond their own presets
     paper=dict(policy=dict(), update=dict(), streaming=dict()),
     tiny=dict(policy=dict(n_adapters=5), update=dict(lr=1e-3), streaming=dict()),
+    mechanism=dict(policy=dict(n_adapters=5), update=dict(lr=1e-2, kl_coef=0.01), streaming=dict()),
 )
+_NESTED_BASE = dict(paper="paper", tiny="tiny", mechanism="tiny")   # the policy and streaming preset each builds on
 
 # %% ../nbs/13_config.ipynb #4c1a24be
+def streams_by_default(
+    task: str,     # a task name or "package.module:attr"
+    method: str,   # one of METHODS
+) -> bool:         # whether make_config turns the streaming gate on (a preset or an override may say otherwise)
+    "The gate is on for the UG-TTT variants (ugttt, no_nnm) on AC1 and CP26, as the paper ran them; off otherwise."
+    return method in ("ugttt", "no_nnm") and task in STREAMING_TASKS
+
+# %% ../nbs/13_config.ipynb #cb4ada2f
 def make_config(
     task: str = "cp26",       # ac1, ac2, cp26 or erdos
     method: str = "ugttt",    # ugttt, baseline or no_nnm
-    preset: str = "tiny",     # tiny (embedded model, CPU) or paper (Qwen3-8B, GPU)
+    preset: str = "tiny",     # tiny (embedded model, CPU), mechanism (tiny in the mechanism study's regime) or paper (Qwen3-8B, GPU)
     **overrides,              # field=value, nested as "policy.lora_rank"=8 or policy={"lora_rank": 8}
 ) -> TrainConfig:
     "A validated TrainConfig: the preset, then the method's settings, then the overrides."
     if preset not in TRAIN_PRESETS: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(TRAIN_PRESETS)}")
     if method not in METHODS: raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     top, nested = dict(TRAIN_PRESETS[preset], task=task, method=method), {k: dict(v) for k, v in _NESTED_PRESETS[preset].items()}
-    if method == "baseline":
-        nested["policy"]["n_adapters"] = 1; nested["update"].update(mi_coef=0.0, nnm_coef=0.0); top["streaming_on"] = False
+    if method == "baseline": nested["policy"]["n_adapters"] = 1
+    if method in ("baseline", "ensemble_only"): nested["update"].update(mi_coef=0.0, nnm_coef=0.0)
     elif method == "no_nnm": nested["update"]["nnm_coef"] = 0.0
-    if method != "baseline": top["streaming_on"] = task in STREAMING_TASKS
+    top.setdefault("streaming_on", streams_by_default(task, method))   # a preset that fixes the gate keeps it
     for key, value in overrides.items(): _put(top, nested, key, value)
     names = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(top) - names)
@@ -146,7 +158,7 @@ def make_config(
                        update=_nested(UpdateConfig, "update", preset, nested["update"]),
                        streaming=_nested(StreamingConfig, "streaming", preset, nested["streaming"]))
 
-# %% ../nbs/13_config.ipynb #49021c2b
+# %% ../nbs/13_config.ipynb #e3e54f23
 def _put(top: dict, nested: dict, key: str, value) -> None:
     "Place one override: a top-level field, a dotted nested field, or a dict of nested fields."
     if key in nested and isinstance(value, dict): nested[key].update(value); return
@@ -162,9 +174,9 @@ def _nested(cls, section: str, preset: str, values: dict):
     unknown = sorted(set(values) - names)
     if unknown: raise ValueError(f"unknown config field {section}.{unknown[0]!r}")
     if cls is UpdateConfig: return UpdateConfig(**values)
-    return cls.preset(preset, **values)
+    return cls.preset(_NESTED_BASE[preset], **values)
 
-# %% ../nbs/13_config.ipynb #a6a8f17a
+# %% ../nbs/13_config.ipynb #90d708a6
 def config_to_dict(cfg: TrainConfig) -> dict:
     "The config as a dict of JSON types (nested sections as dicts, tuples as lists)."
     return json.loads(json.dumps(asdict(cfg)))
@@ -176,7 +188,7 @@ def config_from_dict(d: dict) -> TrainConfig:
     pol["target_modules"] = tuple(pol["target_modules"]); upd["betas"] = tuple(upd["betas"])
     return TrainConfig(**d, policy=PolicyConfig(**pol), update=UpdateConfig(**upd), streaming=StreamingConfig(**st))
 
-# %% ../nbs/13_config.ipynb #90d708a6
+# %% ../nbs/13_config.ipynb #114f0a2e
 OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "ray_address", "report_to")   # how a run executes, not what it computes
 
 def config_diff(
@@ -215,7 +227,7 @@ def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
         elif x != y: out.append(f"{prefix}{k}: {x!r} -> {y!r}")
     return out
 
-# %% ../nbs/13_config.ipynb #114f0a2e
+# %% ../nbs/13_config.ipynb #6e36d0fb
 def stored_config_diff(
     run_dir,            # a run directory holding config.json
     cfg: TrainConfig,   # the config wanted there
@@ -227,7 +239,7 @@ def stored_config_diff(
     except RunDirError: raise
     except ValueError as e: raise RunDirError(f"{run_dir / 'config.json'}: {e}") from None
 
-# %% ../nbs/13_config.ipynb #df84a89e
+# %% ../nbs/13_config.ipynb #e17f9ddb
 def load_config(
     path,                         # a .json, .yaml or .yml file: {"task": ..., "method": ..., "preset": ..., fields...}
     **overrides,                  # applied after the file (e.g. command-line flags)

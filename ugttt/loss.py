@@ -10,8 +10,8 @@ from .advantage import group_tensor, is_constant_group
 from .uncertainty import _mask_as_bool
 
 # %% auto #0
-__all__ = ['token_mean', 'kl_token_advantages', 'clipped_surrogate', 'adapter_pg_loss', 'kept_rollouts', 'adapter_loss_term',
-           'nnm_term']
+__all__ = ['token_mean', 'kl_token_advantages', 'kl_to_base', 'clipped_surrogate', 'adapter_pg_loss', 'kept_rollouts',
+           'adapter_loss_term', 'nnm_term']
 
 # %% ../nbs/11_loss.ipynb #a4f841ae
 def token_mean(
@@ -84,6 +84,20 @@ def _token_values(
     return torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 # %% ../nbs/11_loss.ipynb #ba0d3d6a
+def kl_to_base(
+    logp_policy: list[Tensor],  # per group, (G, T) log pi_gen of the realised tokens (Rollouts.gen_logprobs)
+    logp_base: list[Tensor],    # per group, (G, T) log pi_base of the same tokens (RolloutScores.base_logprobs)
+    masks: list[Tensor],        # per group, (G, T) bool: the tokens the policy sampled (Rollouts.completion_mask)
+) -> float:                     # mean of log pi_gen - log pi_base over every sampled token (nats); 0.0 when none
+    "The k1 estimate of the per-token KL(pi_gen || pi_base) over an epoch's sampled tokens, groups of any widths pooled."
+    total, count = 0.0, 0
+    for lp, lb, mask in zip(logp_policy, logp_base, masks, strict=True):
+        m = _bool_mask(mask.cpu())
+        d = _token_values(lp.cpu().double(), "logp_policy", m) - _token_values(lb.cpu().double(), "logp_base", m)   # (G, T)
+        total, count = total + float(d.sum()), count + int(m.sum())
+    return total / max(count, 1)
+
+# %% ../nbs/11_loss.ipynb #393a6a11
 def clipped_surrogate(
     logp: Tensor,          # (G, T) log pi_theta_k of the realised tokens, with gradient (training forward)
     logp_old: Tensor,      # (G, T) log pi_old of the same tokens (no gradient)
@@ -102,7 +116,7 @@ def clipped_surrogate(
         s = torch.minimum(rho * adv, rho.clamp(1 - clip_eps, 1 + clip_eps) * adv)
     return torch.where(m, s, torch.zeros((), dtype=s.dtype, device=s.device))
 
-# %% ../nbs/11_loss.ipynb #393a6a11
+# %% ../nbs/11_loss.ipynb #a65b7d6a
 def adapter_pg_loss(
     logp: Tensor,                 # (G, T) log pi_theta_k of the realised tokens, with gradient (training forward of adapter k)
     advantages,                   # (G,) shaped advantages A_i^shaped of the group
@@ -126,7 +140,7 @@ def adapter_pg_loss(
     adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=kl_coef, group_centred=group_centred)
     return -token_mean(clipped_surrogate(logp, logp_old, adv, mask, clip_eps=clip_eps), _bool_mask(mask, adv.shape))
 
-# %% ../nbs/11_loss.ipynb #2e9c2f79
+# %% ../nbs/11_loss.ipynb #cba55924
 def kept_rollouts(
     rewards,                        # (G,) execution rewards R_exec of one group
     advantages=None,                # (G,) shaped advantages; only read when min_abs_advantage > 0
@@ -142,7 +156,7 @@ def kept_rollouts(
         keep &= a.abs() >= min_abs_advantage
     return keep
 
-# %% ../nbs/11_loss.ipynb #cba55924
+# %% ../nbs/11_loss.ipynb #ff5c4503
 def adapter_loss_term(
     rollout_losses: Tensor,  # (G,) L_{i,k} of one group for adapter k (adapter_pg_loss)
     keep: Tensor,            # (G,) bool, kept rollouts of the group (kept_rollouts)
@@ -157,7 +171,7 @@ def adapter_loss_term(
     kept = torch.where(keep.to(torch.bool), rollout_losses, torch.zeros_like(rollout_losses)).sum()
     return kept / (n_adapters * max(n_kept, 1))
 
-# %% ../nbs/11_loss.ipynb #ff5c4503
+# %% ../nbs/11_loss.ipynb #8bd2f5b8
 def nnm_term(
     nnm_value: Tensor,        # () L_NNM = -(1/L) sum_l ||W_l||_* (ugttt.regularizer.nnm_loss)
     nnm_coef: float = 0.075,  # lambda_NNM (paper App. E: 0.075)

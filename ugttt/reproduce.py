@@ -7,13 +7,13 @@ from __future__ import annotations
 import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
-from .config import STREAMING_TASKS, TrainConfig, config_from_dict, config_to_dict, make_config, stored_config_diff
+from .config import TrainConfig, streams_by_default, config_from_dict, config_to_dict, make_config, stored_config_diff
 from .tasks import TASK_NAMES, get_task
 from .analysis import Run, interval_method, load_run
 
 # %% auto #0
-__all__ = ['PAPER', 'SMOKE', 'COLORS', 'LABELS', 'TASK_TITLES', 'RunSpec', 'default_streaming', 'grid', 'run_config', 'task_dir',
-           'run_path', 'run_state', 'train_runs', 'ensure_runs', 'fmt_value', 'fmt_ci', 'interval_caption',
+__all__ = ['PAPER', 'default_streaming', 'SMOKE', 'COLORS', 'LABELS', 'TASK_TITLES', 'RunSpec', 'grid', 'run_config', 'task_dir',
+           'run_path', 'run_state', 'train_runs', 'plan_runs', 'ensure_runs', 'fmt_value', 'fmt_ci', 'interval_caption',
            'latex_table', 'write_table', 'markdown_table', 'task_title', 'paper_tasks', 'band', 'save_figure',
            'provenance', 'write_headline']
 
@@ -56,7 +56,7 @@ PAPER = dict(
 class RunSpec:
     "One training run of an experiment: task, method, seed, and an optional forced streaming setting."
     task: str                      # ac1, ac2, cp26, erdos, or your own problem as "package.module:attr"
-    method: str                    # ugttt, baseline or no_nnm
+    method: str                    # ugttt, baseline, no_nnm or ensemble_only (13_config METHODS)
     seed: int                      # the run's seed (roots, sampling, dropout and the adapters' initialisation)
     streaming: bool | None = None  # None: the method's default; True/False forces the gate (App. F's paired runs)
 
@@ -66,9 +66,7 @@ class RunSpec:
         forced = self.streaming is not None and self.streaming != default_streaming(self.task, self.method)
         return f"{self.method}{('-stream' if self.streaming else '-nostream') if forced else ''}-s{self.seed}"
 
-def default_streaming(task: str, method: str) -> bool:
-    "Whether make_config turns the streaming gate on for this task and method (UG-TTT variants on AC1 and CP26)."
-    return method != "baseline" and task in STREAMING_TASKS
+default_streaming = streams_by_default   # the config's one streaming rule (13_config), under the name the notebooks use
 
 # %% ../nbs/16_reproduce.ipynb #dfb9e330
 def grid(
@@ -203,17 +201,15 @@ def _tail(path: Path, n: int = 15) -> str:
     except (FileNotFoundError, RunDirError): return "(no log)"
 
 # %% ../nbs/16_reproduce.ipynb #105a0b33
-def ensure_runs(
+def plan_runs(
     specs,                       # RunSpecs
     runs_dir,                    # where runs live (runs_dir/<preset>/<task>/<name>)
-    preset: str = "tiny",        # tiny or paper
+    preset: str = "tiny",        # tiny, mechanism or paper
     smoke: bool = False,         # CI sizes (SMOKE)
     reuse: bool = True,          # reuse finished runs and resume partial ones; False: any existing run is an error
-    workers: int = 2,            # runs trained at once
-    progress: bool = True,       # progress bar
     **overrides,                 # fields shared by every run, e.g. epochs=6, groups_per_epoch=4
-) -> dict[RunSpec, Run]:         # every spec's loaded run
-    "Train the runs that are missing (resume the partial ones) and load them all."
+) -> tuple[dict, list]:          # ({spec: run directory}, [(TrainConfig, directory, resume) for every run to train])
+    "Every spec's directory, and the training jobs of the missing and partial runs; all configs and directories checked first."
     specs = list(dict.fromkeys(specs))
     cfgs = {s: run_config(s, preset, smoke, **overrides) for s in specs}           # every config valid before compute
     paths = {s: run_path(runs_dir, s, preset, smoke) for s in specs}
@@ -223,11 +219,26 @@ def ensure_runs(
         raise FileExistsError(f"{len(existing)} run(s) already exist (first: {existing[0]}) and reuse=False; "
                               "a run directory is never overwritten: choose another runs_dir")
     todo = {paths[s]: (cfgs[s], paths[s], states[s] == "partial") for s in specs if states[s] != "finished"}   # one job per directory
-    jobs = sorted(todo.values(), key=lambda job: -job[0].n_adapters)   # the slow ensembles first: no lone run at the end
-    train_runs(jobs, workers, progress=progress)
-    return {s: load_run(paths[s]) for s in specs}
+    return paths, list(todo.values())
 
-# %% ../nbs/16_reproduce.ipynb #bb73fa4c
+# %% ../nbs/16_reproduce.ipynb #17936c66
+def ensure_runs(
+    specs,                       # RunSpecs
+    runs_dir,                    # where runs live (runs_dir/<preset>/<task>/<name>)
+    preset: str = "tiny",        # tiny, mechanism or paper
+    smoke: bool = False,         # CI sizes (SMOKE)
+    reuse: bool = True,          # reuse finished runs and resume partial ones; False: any existing run is an error
+    workers: int = 2,            # runs trained at once
+    progress: bool = True,       # progress bar
+    **overrides,                 # fields shared by every run, e.g. epochs=6, groups_per_epoch=4
+) -> dict[RunSpec, Run]:         # every spec's loaded run
+    "Train the runs that are missing (resume the partial ones) and load them all."
+    paths, jobs = plan_runs(specs, runs_dir, preset, smoke, reuse, **overrides)
+    jobs.sort(key=lambda job: -job[0].n_adapters)   # the slow ensembles first: no lone run at the end
+    train_runs(jobs, workers, progress=progress)
+    return {s: load_run(p) for s, p in paths.items()}
+
+# %% ../nbs/16_reproduce.ipynb #9baaee40
 def fmt_value(
     x,                 # a number (None or NaN: undefined)
     digits: int = 3,   # decimals (significant decimals with sci)
@@ -250,7 +261,7 @@ def fmt_ci(
     if not (lo is None or math.isnan(lo) or math.isnan(hi)): cell += f" [{fmt_value(lo, digits, sci)}, {fmt_value(hi, digits, sci)}]"
     return cell + (f" p={p:.2g}" if p is not None else "")
 
-# %% ../nbs/16_reproduce.ipynb #b2cc4942
+# %% ../nbs/16_reproduce.ipynb #fb8fc9e4
 def interval_caption(
     n_seeds: int,   # seeds per cell
 ) -> str:           # one sentence for a table's caption
@@ -260,7 +271,7 @@ def interval_caption(
             f"[95% interval: {interval_method(n_seeds)}]; differences are paired by seed (the mean per-seed difference, "
             f"its interval and its exact sign-flip p; with {n_seeds} seed{'s' if n_seeds > 1 else ''} no p can be below {2.0 ** (1 - n_seeds):.3g}).")
 
-# %% ../nbs/16_reproduce.ipynb #2bcb3ed3
+# %% ../nbs/16_reproduce.ipynb #d229432a
 def latex_table(
     df,                # pandas DataFrame of strings (its index becomes the first column)
     caption: str,      # the caption (plain text; escaped)
@@ -274,14 +285,14 @@ def latex_table(
                       r"\toprule", *body, r"\bottomrule", r"\end{tabular}", rf"\caption{{{_tex(caption)}}}",
                       rf"\label{{{label}}}", r"\end{table}", ""])
 
-# %% ../nbs/16_reproduce.ipynb #d229432a
+# %% ../nbs/16_reproduce.ipynb #caf5a144
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
         "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 _TEX |= {"Δ": r"$\Delta$", "ρ": r"$\rho$", "·": r"$\cdot$", "−": "$-$", "–": "--", "—": "---", "×": r"$\times$",
          "≥": r"$\geq$", "≤": r"$\leq$", "ő": r"\H{o}", "≈": r"$\approx$"}   # pdflatex has no glyphs for these
 def _tex(s: str) -> str: return "".join(_TEX.get(ch, ch) for ch in s)
 
-# %% ../nbs/16_reproduce.ipynb #0e6dee76
+# %% ../nbs/16_reproduce.ipynb #a98adc7e
 def write_table(
     df,                # pandas DataFrame of formatted cells
     out_dir,           # output directory (created)
@@ -295,7 +306,7 @@ def write_table(
     (out / f"{name}.md").write_text(markdown_table(df) + f"\n\n{caption}\n")
     return [out / f"{name}.{ext}" for ext in ("csv", "tex", "md")]
 
-# %% ../nbs/16_reproduce.ipynb #fa1c5882
+# %% ../nbs/16_reproduce.ipynb #878a2136
 def markdown_table(df) -> str:
     "A GitHub-flavoured Markdown table of a frame of formatted cells (index as the first column)."
     esc = lambda s: str(s).replace("|", r"\|")
@@ -304,7 +315,7 @@ def markdown_table(df) -> str:
     return "\n".join(["| " + " | ".join(map(esc, cols)) + " |", "|" + "---|" * len(cols)]
                      + ["| " + " | ".join(map(esc, r)) + " |" for r in rows])
 
-# %% ../nbs/16_reproduce.ipynb #cd553b09
+# %% ../nbs/16_reproduce.ipynb #ab332565
 COLORS = dict(baseline="#7f7f7f", ugttt="#6a3d9a", no_nnm="#e66101")
 LABELS = dict(baseline="TTT-Discover (baseline)", ugttt="UG-TTT", no_nnm="UG-TTT without NNM")
 TASK_TITLES = dict(ac1="AC1 (1/C1, higher is better)", ac2="AC2 (C2)", cp26="CP26 (sum of radii)", erdos="Erdős (1/C5, higher is better)")
@@ -339,7 +350,7 @@ def band(
     ax.plot(x, mean, color=COLORS[method], lw=2, marker="o", ms=3, label=f"{label or LABELS[method]} (n={n})")
     if n > 1: ax.fill_between(x, lo, hi, color=COLORS[method], alpha=0.2, lw=0)
 
-# %% ../nbs/16_reproduce.ipynb #2dcd32b3
+# %% ../nbs/16_reproduce.ipynb #804bd5d0
 def save_figure(
     fig,            # a matplotlib Figure
     out_dir,        # output directory (created)
@@ -351,7 +362,7 @@ def save_figure(
     fig.savefig(out / f"{name}.png", dpi=200, bbox_inches="tight")
     return [out / f"{name}.pdf", out / f"{name}.png"]
 
-# %% ../nbs/16_reproduce.ipynb #563d1d70
+# %% ../nbs/16_reproduce.ipynb #b34bbebc
 def provenance(
     params: dict,    # the notebook's parameters
 ) -> dict:           # versions, machine, commit, time
@@ -366,7 +377,7 @@ def provenance(
     return dict(parameters=params, versions=versions, machine=machine, git_commit=_git_commit(),
                 time_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
-# %% ../nbs/16_reproduce.ipynb #b34bbebc
+# %% ../nbs/16_reproduce.ipynb #d58647ee
 def _memory_gib() -> float | None:
     "Physical memory in GiB (None where the OS does not say)."
     try: return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
@@ -384,7 +395,7 @@ def _git_commit() -> str | None:
         return r.stdout.strip() or None if r.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, NameError): return None
 
-# %% ../nbs/16_reproduce.ipynb #65a4b33c
+# %% ../nbs/16_reproduce.ipynb #4df19dd4
 def write_headline(
     numbers: dict,    # the notebook's headline numbers (nested dicts, lists, floats, analysis.Interval)
     params: dict,     # its parameters
@@ -399,7 +410,7 @@ def write_headline(
     path.write_text(json.dumps(_nan_to_none(dict(results=results, **provenance(params))), indent=1, allow_nan=False))
     return path
 
-# %% ../nbs/16_reproduce.ipynb #4df19dd4
+# %% ../nbs/16_reproduce.ipynb #b88b8757
 def _nan_to_none(x):
     "Replace NaN and infinities by None, recursively (strict JSON); an Interval becomes its fields."
     if hasattr(x, "as_dict"): return _nan_to_none(x.as_dict())

@@ -13,6 +13,7 @@ from .config import TrainConfig, config_from_dict, config_to_dict, stored_config
 from .rundir import (RunDirError, append_jsonl, check_logs, open_regular, read_json, read_jsonl, read_latest,
                           read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
+from .loss import kl_to_base
 from .policy import LoRAEnsemble, fit_prompt, generate_groups, mean_token_mi, sampling_generator, score_rollouts, set_adapters_trainable
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
@@ -229,7 +230,7 @@ def run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task,
         flat = list(_bar(ex.map(verify, jobs), progress, "verify", total=len(jobs)))
     evals = [flat[j * G:(j + 1) * G] for j in range(len(groups))]
     t2 = time.perf_counter()
-    scores = [score_rollouts(ens, g, base=cfg.update.kl_coef > 0) for g in groups]
+    scores = [score_rollouts(ens, g, base=True) for g in groups]   # base log-probs: the KL correction and policy/kl_to_base
     if stream is not None:
         for g, sc in zip(groups, scores): history.add(history_value(sc.token_mi, g.think_mask.to(sc.token_mi.device), stream))
     t3 = time.perf_counter()
@@ -313,6 +314,8 @@ def _epoch_record(cfg, epoch, ens, groups, evals, scores, advs, stats, best, thr
            "mi/token_mean": sum(mean_token_mi(sc) for sc in scores) / len(scores),
            "train/loss": sum(stats["pg_loss"]), "train/nnm_loss": _nnm_share(cfg, stats),
            "train/nnm_nuclear_norm": -stats["nnm_loss"], "update/max_ratio_dev": stats["max_ratio_dev"],
+           "policy/kl_to_base": kl_to_base([g.gen_logprobs for g in groups], [sc.base_logprobs for sc in scores],
+                                           [g.completion_mask for g in groups]),
            **{f"adapter_{k}/pg_loss": v for k, v in enumerate(stats["pg_loss"])},
            **{f"adapter_{k}/grad_norm": v for k, v in enumerate(stats["grad_norm"])},
            "families/entropy_bits": family_entropy(fams), "families/n_correct": len(correct),
