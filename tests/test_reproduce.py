@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs
 TABLES = dict(table1=["table1"], table2=["table2"], table3=["table3"], table4=["table4_firing", "table4_paired", "table4_spearman"])
-STUDIES = ["mechanism_pilot"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
+STUDIES = ["mechanism_pilot", "mechanism"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
 REQUIRED_PARAMETERS = {"preset", "epochs", "seeds", "runs_dir", "reuse", "smoke", "out_dir"}
 
 
@@ -125,3 +125,36 @@ def test_mechanism_pilot_runs_in_smoke_mode(tmp_path):
     assert "control · seed 0" in rows and any(r.startswith("lr0.003-kl0 · ours (") for r in rows)
     assert "t, n-1 df" in (out / "mechanism_pilot.tex").read_text()
     assert (out / "mechanism_pilot.pdf").read_bytes()[:4] == b"%PDF"
+
+
+MECHANISM_COLUMNS = ["task", "arm", "seed", "epoch", "entropy_bits", "entropy_mm_bits", "n_correct", "dominant_share",
+                     "live_families", "mi_u_mean", "mi_token_mean", "max_principal_cosine", "nuclear_norm", "kl_to_base",
+                     "r_max_so_far"]   # the per-epoch columns docs/mechanism.md promises
+
+
+def test_mechanism_runs_in_smoke_mode(tmp_path):
+    "The arms train seed by seed, and the per-epoch CSV, per-run CSV, table with paired differences, five figures and JSON are written."
+    import papermill as pm, pandas as pd, math
+    seeds, out = [0, 1], tmp_path / "out"
+    pm.execute_notebook(str(REPRO / "mechanism.ipynb"), str(tmp_path / "mechanism.out.ipynb"), cwd=str(REPRO),
+                        parameters=dict(smoke=True, seeds=seeds, runs_dir=str(tmp_path / "runs"), out_dir=str(out)),
+                        progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
+    arms = ["control", "baseline", "ensemble_only", "no_nnm", "ugttt", "ugttt_generator_ratio"]
+    head = json.loads((out / "mechanism.json").read_text())["results"]
+    assert head["interval"] == "t, n-1 df" and head["n_seeds"] == 2 and list(head["arms"]) == arms
+    assert {"ugttt - baseline", "ugttt - no_nnm", "no_nnm - ensemble_only"} <= set(head["differences"])
+    d = head["differences"]["ugttt - baseline"]["entropy_bits"]
+    assert d["n"] == 2 and d["p_min"] == 0.5
+    curves = pd.read_csv(out / "mechanism_per_seed.csv")
+    assert MECHANISM_COLUMNS == [c for c in curves.columns if c in MECHANISM_COLUMNS] and set(MECHANISM_COLUMNS) <= set(curves.columns)
+    assert len(curves) == len(arms) * len(seeds) * 2 and list(curves.arm.unique()) == arms
+    assert curves.kl_to_base.map(math.isfinite).all() and (curves.entropy_mm_bits >= curves.entropy_bits).all()
+    k1 = curves.arm.isin(["control", "baseline"])
+    assert curves[k1].max_principal_cosine.isna().all() and curves[~k1].max_principal_cosine.between(0, 1 + 1e-9).all()
+    assert (curves[k1].mi_u_mean == 0).all() and (curves[~k1].mi_u_mean > 0).all()   # one adapter has no disagreement
+    runs = pd.read_csv(out / "mechanism_runs.csv")
+    assert len(runs) == len(arms) * len(seeds)
+    rows = list(pd.read_csv(out / "mechanism.csv", index_col=0).index)
+    assert "ugttt · seed 1" in rows and "Δ ugttt - baseline" in rows and any(r.startswith("control · ours (") for r in rows)
+    for fig in ("entropy", "families", "mi", "adapters", "kl"):
+        assert (out / f"mechanism_{fig}.pdf").read_bytes()[:4] == b"%PDF" and (out / f"mechanism_{fig}.png").stat().st_size > 0
