@@ -12,8 +12,12 @@ per method. The per-epoch figure compared with the target is epoch + ckpt.
 Epoch 1 includes warm-up (first decode, allocator, sandbox workers' first programs): read epoch 2 as the steady state.
 The target is at most 20 s per epoch (epoch 2) on a 2-core CPU. The machine may be shared: the load average is printed
 before and after, and torch threads competing with another process's threads slow small ops down many times over.
+Each method runs once per ensemble (`--ensembles`): `peft` (K peft adapters, one adapter trained after another),
+`stacked` (the batched module of ugttt.ensemble, adapters still trained one after another) and `stacked-batched` (all
+K adapters in one training forward and backward); every figure is compared with the baseline through peft, measured
+in the same run.
 
-Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt baseline] [--task cp26]
+Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt baseline] [--ensembles peft stacked-batched] [--task cp26]
 """
 import argparse, os, sys, tempfile, time
 from pathlib import Path
@@ -28,11 +32,15 @@ SPLIT = [("generate", "time/rollout"), ("verify", "time/verify"), ("score", "tim
          ("epoch", "time/total")]
 
 
-def run(task: str, method: str, epochs: int) -> tuple[list[dict], list[float], float]:
+ENSEMBLES = {"peft": dict(ensemble="peft", train_mode="per_adapter"), "stacked": dict(ensemble="stacked", train_mode="per_adapter"),
+             "stacked-batched": dict(ensemble="stacked", train_mode="batched")}
+
+
+def run(task: str, method: str, epochs: int, ensemble: str = "peft") -> tuple[list[dict], list[float], float]:
     "Train the tiny preset for `epochs` epochs in a temporary directory: epoch records, checkpoint seconds, whole call's seconds."
     import ugttt.trainer as trainer
     from ugttt.config import make_config
-    cfg = make_config(task, method, "tiny", epochs=epochs)
+    cfg = make_config(task, method, "tiny", epochs=epochs, **{f"policy.{k}": v for k, v in ENSEMBLES[ensemble].items()})
     save, ckpt = trainer.save_checkpoint, []
 
     def timed_save(*args, **kw):
@@ -53,6 +61,8 @@ def main():
     p.add_argument("--quick", action="store_true", help="1 epoch per method instead of 2")
     p.add_argument("--methods", nargs="+", default=["ugttt", "baseline"], help="methods to time (default ugttt baseline)")
     p.add_argument("--task", default="cp26", help="task (default cp26)")
+    p.add_argument("--ensembles", nargs="+", default=["peft", "stacked-batched"], choices=list(ENSEMBLES),
+                   help="how the adapters are held and trained (default peft stacked-batched)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     from ugttt.config import make_config
@@ -64,23 +74,26 @@ def main():
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     head = ["method", "epoch"] + [n for n, _ in SPLIT] + ["ckpt", "R_max", "correct", "H bits"]
     rows, steady, setup = [], {}, {}
-    for method in a.methods:
-        records, ckpt, wall = run(a.task, method, epochs)
-        setup[method] = wall - sum(r["time/total"] for r in records) - sum(ckpt)
-        for r, c in zip(records, ckpt):
-            rows.append([method, str(r["progress/epoch"] + 1)] + [f"{r[k]:.2f}" for _, k in SPLIT] +
-                        [f"{c:.2f}", f"{r['train/reward/exec/best']:.4f}", f"{r['train/correctness/rate']:.0%}",
-                         f"{r['families/entropy_bits']:.2f}"])
-        steady[method] = records[-1]["time/total"] + ckpt[-1]
+    for ensemble in a.ensembles:
+        for method in a.methods:
+            name = f"{method} ({ensemble})"
+            records, ckpt, wall = run(a.task, method, epochs, ensemble)
+            setup[name] = wall - sum(r["time/total"] for r in records) - sum(ckpt)
+            for r, c in zip(records, ckpt):
+                rows.append([name, str(r["progress/epoch"] + 1)] + [f"{r[k]:.2f}" for _, k in SPLIT] +
+                            [f"{c:.2f}", f"{r['train/reward/exec/best']:.4f}", f"{r['train/correctness/rate']:.0%}",
+                             f"{r['families/entropy_bits']:.2f}"])
+            steady[name] = records[-1]["time/total"] + ckpt[-1]
     widths = [max(len(x) for x in col) for col in zip(head, *rows)]
     for row in [head] + rows: print("  ".join(v.rjust(w) for v, w in zip(row, widths)))
     print("(seconds) setup, model load and sandbox start: " + ", ".join(f"{m} {s:.1f} s" for m, s in setup.items()))
     print("load average after:  %.2f %.2f %.2f" % os.getloadavg())
     which = "epoch 2" if epochs == 2 else "epoch 1, with warm-up"
     from report import record
-    for method, s in steady.items():
-        record("trainer_epoch.py", f"tiny epoch ({which}), {method} on {a.task}", s, "s",
-               "baseline" if method != "baseline" and "baseline" in steady else "", steady.get("baseline") if method != "baseline" else None)
+    anchor = "baseline (peft)"
+    for name, s in steady.items():
+        record("trainer_epoch.py", f"tiny epoch ({which}), {name} on {a.task}", s, "s",
+               anchor if name != anchor and anchor in steady else "", steady.get(anchor) if name != anchor else None)
     for method, s in steady.items():
         print(f"target <= {TARGET_S:.0f} s per epoch ({which}, epoch + ckpt), {method}: {s:.1f} s, "
               f"{'holds' if s <= TARGET_S else 'does NOT hold'}")

@@ -261,3 +261,30 @@ def test_bench_script_runs_and_records(tmp_path):
     test_eq([r["unit"] for r in recs], ["ms", "ms", "ms", "s", "s", "MiB"])
     assert all(r["value"] > 0 and r["ratio"] is not None for r in recs)
     assert "peft 5 mixed" in p.stdout and "ops/step" in p.stdout and "saved activations" in p.stdout
+
+
+def test_a_training_run_through_the_stacked_ensemble_equals_peft(tmp_path):
+    "Two epochs of UG-TTT in float64 without dropout: the same rollouts and rewards, epoch records and saved adapters, peft against stacked (batched)."
+    from safetensors.torch import load_file
+    from ugttt.analysis import load_run
+    from ugttt.config import make_config
+    from ugttt.trainer import train
+    small = dict(epochs=2, groups_per_epoch=2, group_size=4, **{"policy.n_adapters": 3, "policy.dtype": "float64",
+                                                                "policy.lora_dropout": 0.0})
+    runs = {}
+    for how, mode in (("peft", "per_adapter"), ("stacked", "batched")):
+        cfg = make_config("cp26", "ugttt", "tiny", **small, **{"policy.ensemble": how, "policy.train_mode": mode})
+        train(cfg, tmp_path / how, progress=False)
+        runs[how] = load_run(tmp_path / how)
+    peft, st = runs["peft"], runs["stacked"]
+    test_eq([r["generated_text"] for r in st.rollouts], [r["generated_text"] for r in peft.rollouts])
+    test_eq([r["reward_exec"] for r in st.rollouts], [r["reward_exec"] for r in peft.rollouts])
+    for a, b in zip(st.epochs, peft.epochs):
+        for key in ("mi/token_mean", "train/nnm_nuclear_norm", "policy/kl_to_base", "nnm/max_principal_cosine",
+                    "adapter_0/grad_norm", "adapter_2/pg_loss"):
+            test_close(a[key], b[key], eps=1e-8)
+    for k in range(3):
+        f = lambda how: load_file(tmp_path / how / "checkpoints" / "epoch_0001" / "adapters" / f"adapter_{k}" / "adapter_model.safetensors")
+        got, want = f("stacked"), f("peft")
+        test_eq(sorted(got), sorted(want))                                      # the same standard peft files
+        for name in want: test_close(got[name], want[name], eps=1e-9)

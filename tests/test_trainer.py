@@ -57,10 +57,13 @@ def check_logs(run: Path, epochs: int, groups: int, G: int) -> None:
 
 # ---- 1. SIGKILL in the middle of an epoch, then --resume ------------------------------------------------------------
 
-def test_sigkill_resume_equals_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("ensemble,train_mode", [("peft", "per_adapter"), ("stacked", "batched")])
+def test_sigkill_resume_equals_uninterrupted_run(tmp_path, ensemble, train_mode):
     flags = ["train", "--task", "cp26", "--method", "ugttt", "--preset", "tiny", "--epochs", "3", "--groups_per_epoch", "1",
-             "--group_size", "4", "--policy.n_adapters", "3", "--quiet", "--out", str(tmp_path / "killed")]
-    cfg = make_config("cp26", "ugttt", "tiny", epochs=3, groups_per_epoch=1, group_size=4, **{"policy.n_adapters": 3})
+             "--group_size", "4", "--policy.n_adapters", "3", "--policy.ensemble", ensemble, "--policy.train_mode", train_mode,
+             "--quiet", "--out", str(tmp_path / "killed")]
+    cfg = make_config("cp26", "ugttt", "tiny", epochs=3, groups_per_epoch=1, group_size=4,
+                      **{"policy.n_adapters": 3, "policy.ensemble": ensemble, "policy.train_mode": train_mode})
     killed = tmp_path / "killed"
     proc = subprocess.Popen([UGTTT, *flags], env=ENV, start_new_session=True,   # its own process group: kill it whole
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from .uncertainty import EnsembleTokenScores, chunked_token_logprobs, ensemble_token_scores, top_frac_mean
 from .regularizer import stack_adapters
+from .ensemble import StackedLoRAEnsemble, adapter_major_index
 from .default_model import load_default_model
 from .tasks import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS
 from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_check, is_check_step, window_mi
@@ -19,10 +20,11 @@ from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_che
 # %% auto #0
 __all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble',
            'peft_deprecation_silenced', 'enable_activation_checkpointing', 'dtype_kwarg', 'set_adapters_trainable',
-           'lora_layers', 'adapter_parameters', 'a_stacks', 'init_adapters', 'last_hidden', 'member_hidden',
+           'lora_layers', 'member_A', 'adapter_parameters', 'a_stacks', 'trainable_groups', 'adapter_grad_norm',
+           'adapter_state', 'set_adapter_state', 'save_adapters', 'init_adapters', 'last_hidden', 'member_hidden',
            'sequence_scores', 'text_ids', 'encode_prompt', 'Rollouts', 'generate_groups', 'generate_group',
            'sampling_generator', 'check_generator', 'window_scores', 'max_prompt_tokens', 'fit_prompt', 'RolloutScores',
-           'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs', 'training_mode']
+           'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs', 'ensemble_logprobs', 'training_mode']
 
 # %% ../nbs/09_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -55,6 +57,8 @@ class PolicyConfig:
     mi_positions: str = "completion"    # U_i over the sampled tokens (paper, App. C); "all": every predicted position, prompt included (reference)
     top_frac: float = 0.07              # U_i = mean of the top 7% token MI (Eq. 3)
     gradient_checkpointing: bool = False  # recompute each decoder layer in the training backward instead of keeping its activations (paper preset: on)
+    ensemble: str = "peft"              # "peft": K peft adapters (a loop over adapters inside every LoRA layer); "stacked": the batched module of 09_ensemble
+    train_mode: str = "per_adapter"     # "per_adapter": one forward and backward per adapter (Alg. 1 Stage 5, least memory); "batched": all K in one (ensemble="stacked")
 
     def __post_init__(self): _check_policy_config(self)
 
@@ -101,6 +105,10 @@ def _check_policy_config(c: PolicyConfig) -> None:
     if not isinstance(c.identical_init, bool): raise ValueError(f"identical_init must be True or False, got {c.identical_init!r}")
     if c.scoring not in ("mixed", "loop"): raise ValueError(f"scoring must be 'mixed' or 'loop', got {c.scoring!r}")
     if c.mi_positions not in ("completion", "all"): raise ValueError(f"mi_positions must be 'completion' or 'all', got {c.mi_positions!r}")
+    if c.ensemble not in ("peft", "stacked"): raise ValueError(f"ensemble must be 'peft' or 'stacked', got {c.ensemble!r}")
+    if c.train_mode not in ("per_adapter", "batched"): raise ValueError(f"train_mode must be 'per_adapter' or 'batched', got {c.train_mode!r}")
+    if c.train_mode == "batched" and c.ensemble != "stacked":
+        raise ValueError("train_mode='batched' needs ensemble='stacked': peft refuses mixed-adapter batches in train mode")
     if c.think_cap is not None and c.think_end not in c.transition:
         raise ValueError(f"the transition {c.transition!r} must contain think_end {c.think_end!r}: it closes the thinking phase")
     if c.think_cap is not None and c.think_cap + c.code_budget >= c.context_window:
@@ -171,19 +179,24 @@ class LoRAEnsemble:
                  model,               # a causal LM (frozen here), e.g. from load_base_model
                  tokenizer,           # its tokenizer
                  cfg: PolicyConfig):  # adapters, budget and scoring settings
-        from peft import LoraConfig, get_peft_model
         _check_lm_head(model)
         self.cfg, self.tokenizer = cfg, tokenizer
         self.names = [f"adapter_{k}" for k in range(cfg.n_adapters)]
-        lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                          target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
-        for p in model.parameters(): p.requires_grad_(False)
-        with peft_deprecation_silenced(): self.model = get_peft_model(model, lora, adapter_name=self.names[0])
-        for name in self.names[1:]: self.model.add_adapter(name, lora)
-        set_adapters_trainable(self.model, self.names)   # add_adapter leaves only the first one trainable
-        init_adapters(self, cfg.seed, cfg.b_init_std, cfg.identical_init)
+        self._index = {n: k for k, n in enumerate(self.names)}
+        self.stack, self._active = None, None             # stacked: the module, and the adapter of a training forward
+        if cfg.ensemble == "stacked":                      # replaces the target linears in place; same seeds, same adapters
+            self.stack, self.model = StackedLoRAEnsemble.from_policy_config(model, cfg), model
+        else:
+            from peft import LoraConfig, get_peft_model
+            lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                              target_modules=list(cfg.target_modules), task_type="CAUSAL_LM")
+            for p in model.parameters(): p.requires_grad_(False)
+            with peft_deprecation_silenced(): self.model = get_peft_model(model, lora, adapter_name=self.names[0])
+            for name in self.names[1:]: self.model.add_adapter(name, lora)
+            set_adapters_trainable(self.model, self.names)   # add_adapter leaves only the first one trainable
+            init_adapters(self, cfg.seed, cfg.b_init_std, cfg.identical_init)
         if cfg.gradient_checkpointing:   # non-reentrant: no input needs requires_grad, and dropout's RNG is replayed exactly
-            enable_activation_checkpointing(self.model.get_base_model())
+            enable_activation_checkpointing(self.base_model)
         self.model.eval()
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.stop_ids = _stop_ids(self.model, tokenizer)
@@ -202,7 +215,12 @@ class LoRAEnsemble:
     def n_adapters(self) -> int: return len(self.names)
 
     @property
-    def device(self) -> torch.device: return self.model.get_base_model().get_output_embeddings().weight.device
+    def base_model(self):
+        "The transformers model under the adapters (peft's get_base_model; the stacked layers live inside it)."
+        return self.model if self.stack is not None else self.model.get_base_model()
+
+    @property
+    def device(self) -> torch.device: return self.base_model.get_output_embeddings().weight.device
 
 # %% ../nbs/09_policy.ipynb #86768fdb
 @contextmanager
@@ -259,22 +277,72 @@ def _single_token(tokenizer, text: str) -> int:
 
 # %% ../nbs/09_policy.ipynb #147db142
 def lora_layers(ens: LoRAEnsemble) -> list:
-    "The peft LoRA layers of the model, in module order (4 per decoder layer for q/k/v/o)."
+    "The adapted layers in module order (4 per decoder layer for q/k/v/o): peft's LoRA layers, or the stacked layers."
+    if ens.stack is not None: return ens.stack.layers
     from peft.tuners.lora import LoraLayer
     return [m for _, m in ens.model.named_modules() if isinstance(m, LoraLayer)]
 
 # %% ../nbs/09_policy.ipynb #a8048aed
+def member_A(ens: LoRAEnsemble, k: int) -> list[Tensor]:
+    "Adapter k's down-projections A^(k), each (r, d_in), one per adapted layer (views into the stacks when stacked)."
+    if ens.stack is not None: return [m.lora_A[k] for m in ens.stack.layers]
+    return [m.lora_A[ens.names[k]].weight for m in lora_layers(ens)]
+
+# %% ../nbs/09_policy.ipynb #6c09ab22
 def adapter_parameters(ens: LoRAEnsemble, k: int) -> list[Tensor]:
-    "The trainable tensors of adapter k: every layer's A (r, d_in) and B (d_out, r)."
+    "The trainable tensors of peft adapter k: every layer's A (r, d_in) and B (d_out, r)."
+    if ens.stack is not None:
+        raise ValueError("stacked adapters share their (K, r, d_in) tensors: use trainable_groups(ens) for the optimiser "
+                         "and adapter_grad_norm(ens, k) for one adapter's gradient")
     name = ens.names[k]
     return [w for m in lora_layers(ens) for w in (m.lora_A[name].weight, m.lora_B[name].weight)]
 
-# %% ../nbs/09_policy.ipynb #6c09ab22
+# %% ../nbs/09_policy.ipynb #c626a9a7
 def a_stacks(ens: LoRAEnsemble) -> list[Tensor]:
     "Per adapted layer, the stacked down-projections W = [A^(1); ...; A^(K)] of shape (K·r, d_in) (Eq. 7), differentiable."
+    if ens.stack is not None: return ens.stack.a_stacks()
     return [stack_adapters([m.lora_A[n].weight for n in ens.names]) for m in lora_layers(ens)]
 
-# %% ../nbs/09_policy.ipynb #d25e7b4b
+# %% ../nbs/09_policy.ipynb #7c9f4415
+def trainable_groups(ens: LoRAEnsemble) -> list[list[Tensor]]:
+    "The tensors of each optimiser: one group per adapter (peft), or one group of every stack (stacked)."
+    if ens.stack is not None: return [[w for m in ens.stack.layers for w in (m.lora_A, m.lora_B)]]
+    return [adapter_parameters(ens, k) for k in range(ens.n_adapters)]
+
+def adapter_grad_norm(ens: LoRAEnsemble, k: int) -> float:
+    "L2 norm of adapter k's accumulated gradient over every layer's A and B (0.0 when it has none)."
+    if ens.stack is not None:
+        grads = [g[k] for m in ens.stack.layers for g in (m.lora_A.grad, m.lora_B.grad) if g is not None]
+    else: grads = [p.grad for p in adapter_parameters(ens, k) if p.grad is not None]
+    sq = [g.detach().double().pow(2).sum() for g in grads]
+    return float(torch.stack(sq).sum().sqrt()) if sq else 0.0
+
+# %% ../nbs/09_policy.ipynb #59332bef
+def adapter_state(ens: LoRAEnsemble, k: int) -> dict[str, Tensor]:
+    "Adapter k's tensors by peft's saved names: what its adapter_model.safetensors holds (views into the stacks when stacked)."
+    if ens.stack is not None:
+        return {f"base_model.model.{n}.lora_{w}.weight": getattr(m, f"lora_{w}")[k]
+                for n, m in zip(ens.stack.module_names, ens.stack.layers) for w in "AB"}
+    from peft.utils import get_peft_model_state_dict
+    return get_peft_model_state_dict(ens.model, adapter_name=ens.names[k])
+
+def set_adapter_state(ens: LoRAEnsemble, k: int, tensors: dict[str, Tensor]) -> None:
+    "Copy tensors named and shaped as adapter_state(ens, k) into adapter k; every adapter stays trainable."
+    if ens.stack is not None:
+        own = adapter_state(ens, k)
+        with torch.no_grad():
+            for key, t in tensors.items(): own[key].copy_(t)
+        return
+    from peft.utils import set_peft_model_state_dict
+    set_peft_model_state_dict(ens.model, tensors, adapter_name=ens.names[k])
+    set_adapters_trainable(ens.model, ens.names)
+
+def save_adapters(ens: LoRAEnsemble, path) -> None:
+    "Write every member as a standard peft adapter in path/adapter_k (adapter_config.json + adapter_model.safetensors)."
+    if ens.stack is not None: ens.stack.save(path); return
+    ens.model.save_pretrained(path, selected_adapters=ens.names)
+
+# %% ../nbs/09_policy.ipynb #9fe91349
 def init_adapters(
     ens: LoRAEnsemble,  # the ensemble whose adapters to (re)initialise
     seed: int,          # adapter k uses torch.Generator seeded with seed + 1000·k
@@ -293,38 +361,75 @@ def init_adapters(
                 if b_std > 0: b_new.normal_(0.0, b_std, generator=g)
                 a.copy_(a_new); b.copy_(b_new)
 
-# %% ../nbs/09_policy.ipynb #9fe91349
+# %% ../nbs/09_policy.ipynb #b40dd839
 def last_hidden(
     ens: LoRAEnsemble,
     input_ids: Tensor,       # (B, T)
     attention_mask: Tensor,  # (B, T)
-    adapter_names: list[str] | None = None,  # (B,) one adapter per row; None = the active adapter (training) or none (inside disable_adapter)
+    adapter_names: list[str] | None = None,  # (B,) one adapter per row; None = the active adapter (training) or none (inside adapters_off)
     prefix_len: int = 0,     # the rows share their first prefix_len tokens (one group's prompt): run once, its KV cache repeated
 ) -> Tensor:                 # (B, T, D) final hidden states (after the last norm): hidden[:, t] predicts token t + 1
     "Final hidden states of a forward pass, without the (B, T, V) logits: the LM head is applied later, chunk by chunk."
     box = {}
-    decoder = ens.model.get_base_model().get_decoder()
+    decoder = ens.base_model.get_decoder()
     handle = decoder.register_forward_hook(lambda mod, args, out: box.__setitem__("h", out[0]))
     B, P = input_ids.shape[0], prefix_len
-    one_adapter = adapter_names is None or len(set(adapter_names)) == 1
+    heads = _prefix_heads(ens, adapter_names, B)   # the adapters of the prefix rows run once; None: no sharing possible
     try:
-        if P <= 0 or B == 1 or P >= input_ids.shape[1] or not one_adapter:
-            kw = {} if adapter_names is None else dict(adapter_names=adapter_names)
+        if P <= 0 or B == 1 or P >= input_ids.shape[1] or heads is None:
             am = None if bool(attention_mask.all()) else attention_mask   # no padding: no mask, SDPA's causal (and GQA) path
-            ens.model(input_ids=input_ids, attention_mask=am, logits_to_keep=1, use_cache=False, **kw)
+            _forward(ens, adapter_names, input_ids=input_ids, attention_mask=am, logits_to_keep=1, use_cache=False)
             return box["h"]
         _check_prefix(input_ids, attention_mask, P)
-        kw = lambda n: {} if adapter_names is None else dict(adapter_names=adapter_names[:n])
-        out = ens.model(input_ids=input_ids[:1, :P], attention_mask=attention_mask[:1, :P], logits_to_keep=1,
-                        use_cache=True, **kw(1))
-        h_prefix, past = box["h"], out.past_key_values                                 # (1, P, D)
-        past.batch_repeat_interleave(B)                                                 # the prefix's keys and values, B times
-        ens.model(input_ids=input_ids[:, P:], attention_mask=attention_mask, past_key_values=past, logits_to_keep=1,
-                  use_cache=True, **kw(B))
-        return torch.cat([h_prefix.expand(B, -1, -1), box["h"]], 1)                    # (B, T, D)
+        m = len(heads) if adapter_names is not None else 1                              # one prefix row per adapter block
+        out = _forward(ens, heads if adapter_names is not None else None, input_ids=input_ids[:m, :P],
+                       attention_mask=attention_mask[:m, :P], logits_to_keep=1, use_cache=True)
+        h_prefix, past = box["h"], out.past_key_values                                 # (m, P, D)
+        past.batch_repeat_interleave(B // m)                                            # each block's prefix, once per row of it
+        _forward(ens, adapter_names, input_ids=input_ids[:, P:], attention_mask=attention_mask, past_key_values=past,
+                 logits_to_keep=1, use_cache=True)
+        return torch.cat([h_prefix.repeat_interleave(B // m, 0), box["h"]], 1)          # (B, T, D)
     finally: handle.remove()
 
-# %% ../nbs/09_policy.ipynb #a283f47a
+# %% ../nbs/09_policy.ipynb #940e81f1
+def _prefix_heads(
+    ens: LoRAEnsemble,
+    adapter_names: list[str] | None,   # (B,) the rows' adapters, or None
+    B: int,                            # rows
+) -> list[str] | None:                 # the adapters of the prefix rows (one per equal block), [] for None; None: cannot share
+    "Which prefix rows a shared-prompt forward runs: one per block of rows with one adapter, if the rows are such blocks."
+    if adapter_names is None: return []
+    if len(set(adapter_names)) == 1: return adapter_names[:1]
+    if ens.stack is None: return None                                  # peft's mixed batch: no shared prefix
+    m = len(set(adapter_names))
+    b = B // m
+    if B % m or any(adapter_names[j] != adapter_names[j - j % b] for j in range(B)): return None
+    return adapter_names[::b]
+
+def _forward(
+    ens: LoRAEnsemble,
+    adapter_names: list[str] | None,   # (rows,) the adapter of each row; None: the active adapter (or none inside adapters_off)
+    **kw,                              # the model's arguments: input_ids, attention_mask, past_key_values, ...
+):
+    "One forward of the model with each row under its adapter, through peft or the stacked module."
+    if ens.stack is None: return ens.model(**kw) if adapter_names is None else ens.model(adapter_names=adapter_names, **kw)
+    if adapter_names is not None: index = torch.tensor([ens._index[n] for n in adapter_names])
+    elif ens.stack.route.off: index = 0                                 # adapters_off: every layer returns its base output
+    elif ens._active is not None: index = ens._active
+    else: raise RuntimeError("no adapter for this forward: name the rows' adapters, or run inside training_mode(ens, k)")
+    return ens.stack(kw.pop("input_ids"), index, **kw)
+
+@contextmanager
+def adapters_off(ens: LoRAEnsemble):
+    "Inside the block every forward is the frozen base model's (peft: disable_adapter, every adapter trainable after; stacked: base_only)."
+    if ens.stack is not None:
+        with ens.stack.base_only(): yield
+        return
+    try:
+        with ens.model.disable_adapter(): yield
+    finally: set_adapters_trainable(ens.model, ens.names)   # leaving disable_adapter re-freezes every inactive adapter
+
+# %% ../nbs/09_policy.ipynb #e7ad99b7
 def _check_prefix(
     input_ids: Tensor,       # (B, T)
     attention_mask: Tensor,  # (B, T)
@@ -334,7 +439,7 @@ def _check_prefix(
     if not (bool(attention_mask[:, :P].all()) and torch.equal(input_ids[:, :P], input_ids[:1, :P].expand(input_ids.shape[0], -1))):
         raise ValueError(f"prefix_len={P}: the rows do not share their first {P} tokens (or some are padding)")
 
-# %% ../nbs/09_policy.ipynb #d6b6fc97
+# %% ../nbs/09_policy.ipynb #2c688d63
 def member_hidden(
     ens: LoRAEnsemble,
     input_ids: Tensor,       # (B, T)
@@ -349,13 +454,13 @@ def member_hidden(
     h = last_hidden(ens, input_ids.repeat(K, 1), attention_mask.repeat(K, 1), names)   # (K·B, T, D)
     return h.view(K, B, *h.shape[1:])
 
-# %% ../nbs/09_policy.ipynb #b40dd839
+# %% ../nbs/09_policy.ipynb #dd454aef
 def _lm_head(ens: LoRAEnsemble):
     "The LM head's weight (V, D) and bias (V,) or None."
-    head = ens.model.get_base_model().get_output_embeddings()
+    head = ens.base_model.get_output_embeddings()
     return head.weight, getattr(head, "bias", None)
 
-# %% ../nbs/09_policy.ipynb #940e81f1
+# %% ../nbs/09_policy.ipynb #83829192
 def sequence_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) int64 token ids (prompt + generated)
@@ -375,7 +480,7 @@ def sequence_scores(
             out += _split_scores(ensemble_token_scores(h, weight, tokens, ens.cfg.chunk_size, bias), n)
     return out
 
-# %% ../nbs/09_policy.ipynb #a53e1a6c
+# %% ../nbs/09_policy.ipynb #91a3c17a
 def _split_scores(
     sc: EnsembleTokenScores,  # scores of concatenated sequences
     sizes: list[int],         # positions of each sequence, in order
@@ -384,7 +489,7 @@ def _split_scores(
     parts = [torch.split(getattr(sc, f.name), sizes, dim=-1) for f in fields(EnsembleTokenScores)]
     return [EnsembleTokenScores(*p) for p in zip(*parts)]
 
-# %% ../nbs/09_policy.ipynb #7be8ce84
+# %% ../nbs/09_policy.ipynb #3b065790
 def _right_pad(seqs, pad_id, device):
     "Stack 1-D id tensors into (B, L) right-padded ids and a bool attention mask."
     L = max(len(s) for s in seqs)
@@ -393,7 +498,7 @@ def _right_pad(seqs, pad_id, device):
     for j, s in enumerate(seqs): ids[j, :len(s)] = s.to(device); am[j, :len(s)] = True
     return ids, am
 
-# %% ../nbs/09_policy.ipynb #83829192
+# %% ../nbs/09_policy.ipynb #445e2ec0
 _SLOT = "\x00ugttt-prompt-text\x00"   # stands for the prompt text when the chat template is rendered
 
 def text_ids(
@@ -429,7 +534,7 @@ def encode_prompt(
         return text_ids(tok, text[:-len(marker)]) + [tok.get_added_vocab()[marker]]
     return text_ids(tok, text)
 
-# %% ../nbs/09_policy.ipynb #3b065790
+# %% ../nbs/09_policy.ipynb #8f162027
 @dataclass
 class _Row:
     "Decoding state of one rollout."
@@ -447,7 +552,7 @@ class _Row:
     @property
     def n_think(self) -> int: return self.kinds.count("t")
 
-# %% ../nbs/09_policy.ipynb #293422bf
+# %% ../nbs/09_policy.ipynb #f91ba266
 @dataclass
 class Rollouts:
     "One group of rollouts of one prompt: token ids, masks and generation-time log-probs, all (G, T) and right-padded."
@@ -468,7 +573,7 @@ class Rollouts:
     def n_generated(self) -> Tensor:  # (G,) int64: tokens after the prompt (sampled and forced)
         return self.attention_mask.sum(-1) - self.prompt_len
 
-# %% ../nbs/09_policy.ipynb #435cd12d
+# %% ../nbs/09_policy.ipynb #9ababa4c
 def generate_groups(
     ens: LoRAEnsemble,
     prompts: list[list[int]],            # one prompt (encode_prompt) per group
@@ -493,8 +598,8 @@ def generate_groups(
         attn = torch.zeros(B, Pmax, dtype=torch.long, device=dev)
         for i, r in enumerate(rows): x[i, Pmax - len(r.prompt):] = torch.tensor(r.prompt); attn[i, Pmax - len(r.prompt):] = 1
         pos = (attn.cumsum(-1) - 1).clamp_min(0)                                            # (B, Pmax) positions of real tokens
-        out = ens.model(input_ids=x, attention_mask=attn, position_ids=pos, adapter_names=names, use_cache=True,
-                        logits_to_keep=1)                                                   # not (B, Pmax, V) logits
+        out = _forward(ens, names, input_ids=x, attention_mask=attn, position_ids=pos, use_cache=True,
+                       logits_to_keep=1)                                                    # not (B, Pmax, V) logits
         logits, past, pos = out.logits[:, -1], out.past_key_values, pos[:, -1:]             # (B, V)
         act = list(range(B))                                  # rows still in the batch (finished ones are dropped)
         while True:
@@ -510,12 +615,12 @@ def generate_groups(
                 act, nxt, attn, pos = [act[j] for j in keep], [nxt[j] for j in keep], attn[idx], pos[idx]
             attn = torch.cat([attn, attn.new_ones(len(act), 1)], -1)                         # (A, L + 1)
             pos = pos + 1                                                                   # (A, 1)
-            out = ens.model(input_ids=torch.tensor(nxt, dtype=torch.long, device=dev)[:, None], attention_mask=attn,
-                            position_ids=pos, past_key_values=past, adapter_names=[names[i] for i in act], use_cache=True)
+            out = _forward(ens, [names[i] for i in act], input_ids=torch.tensor(nxt, dtype=torch.long, device=dev)[:, None],
+                           attention_mask=attn, position_ids=pos, past_key_values=past, use_cache=True)
             logits, past = out.logits[:, -1], out.past_key_values
     return [_collate(ens, rows[j * n:(j + 1) * n], adapters[j * n:(j + 1) * n]) for j in range(len(prompts))]
 
-# %% ../nbs/09_policy.ipynb #445e2ec0
+# %% ../nbs/09_policy.ipynb #c8c8a679
 def generate_group(
     ens: LoRAEnsemble,
     prompt_ids: list[int],               # the prompt (encode_prompt), shared by the whole group
@@ -528,7 +633,7 @@ def generate_group(
     "Sample G rollouts of one prompt in one batched decode, adapters round robin, with the two-phase budget and the streaming gate."
     return generate_groups(ens, [prompt_ids], n, start, streaming, history, generator)[0]
 
-# %% ../nbs/09_policy.ipynb #318bd3ec
+# %% ../nbs/09_policy.ipynb #a3ad805c
 def _sample(
     logits: Tensor,                       # (A, V) next-token logits of the active rows
     temperature: float,                   # tau > 0
@@ -539,7 +644,7 @@ def _sample(
     race = torch.empty_like(probs).exponential_(generator=generator)              # (A, V) Exp(1) clocks
     return (probs / race).argmax(-1)
 
-# %% ../nbs/09_policy.ipynb #9ababa4c
+# %% ../nbs/09_policy.ipynb #63b818bd
 def sampling_generator(
     device: torch.device | str,   # the policy's device (LoRAEnsemble.device)
     seed: int,                    # the run's seed
@@ -558,7 +663,7 @@ def check_generator(
         raise ValueError(f"the sampling generator is on {g} but the model is on {d}: make it with "
                          f"sampling_generator(ens.device, seed) (torch cannot sample {d.type} tensors with a {g.type} generator)")
 
-# %% ../nbs/09_policy.ipynb #a3ad805c
+# %% ../nbs/09_policy.ipynb #1f009785
 def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
     "Append one token to a row (a forced one if the transition is pending, else the sampled one), update its phase; the id to feed next."
     cfg = ens.cfg
@@ -578,12 +683,12 @@ def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
         r.phase, r.end = "done", "max_new_tokens"
     return tok
 
-# %% ../nbs/09_policy.ipynb #2e176e68
+# %% ../nbs/09_policy.ipynb #ab2e18b7
 def _close(ens, r: _Row, why: str) -> None:
     "Close the thinking phase by force: queue the transition, then a code phase of code_budget sampled tokens."
     r.forced, r.phase, r.code_left, r.closed = list(ens.transition_ids), "code", ens.cfg.code_budget, why
 
-# %% ../nbs/09_policy.ipynb #63b818bd
+# %% ../nbs/09_policy.ipynb #9ffa5ec5
 def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> None:
     "Query the streaming gate for the rows still thinking that have just reached a check step; close those below the threshold."
     due = [r for r in rows if r.phase == "think" and r.kinds and r.kinds[-1] == "t" and is_check_step(r.n_think, streaming)]
@@ -594,7 +699,7 @@ def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> N
         if gate_check(r.record, r.n_think, s, history, streaming):
             _close(ens, r, "gate")
 
-# %% ../nbs/09_policy.ipynb #e33ed26f
+# %% ../nbs/09_policy.ipynb #f315b305
 def window_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],      # each (T_i,) ids: prompt + generated so far
@@ -612,7 +717,7 @@ def window_scores(
         out.append(float(window_mi(mi, m, streaming.window, streaming.frac)))
     return out
 
-# %% ../nbs/09_policy.ipynb #c41b0055
+# %% ../nbs/09_policy.ipynb #f519e412
 def _collate(ens, rows, adapters) -> Rollouts:
     "Right-padded (G, T) tensors of a finished group (its rows share one prompt)."
     prompt_ids = rows[0].prompt
@@ -633,7 +738,7 @@ def _collate(ens, rows, adapters) -> Rollouts:
     return Rollouts(ids, am, cm, tm, lp, torch.tensor(adapters), P, texts, [r.end for r in rows], [r.closed for r in rows],
                     [r.record for r in rows], torch.tensor([r.n_think for r in rows]))
 
-# %% ../nbs/09_policy.ipynb #29869182
+# %% ../nbs/09_policy.ipynb #c458460d
 def _check_generate_args(ens, prompts, n, streaming, history) -> None:
     "Clear errors for groups that cannot be generated as asked."
     cfg = ens.cfg
@@ -650,7 +755,7 @@ def _check_generate_args(ens, prompts, n, streaming, history) -> None:
         if history is None: raise ValueError("streaming needs the gate's history (a StreamingHistory)")
         if cfg.think_cap is None: raise ValueError("the streaming gate closes a thinking phase: it needs think_cap")
 
-# %% ../nbs/09_policy.ipynb #ab2e18b7
+# %% ../nbs/09_policy.ipynb #440db0ce
 def max_prompt_tokens(
     ens: LoRAEnsemble,
 ) -> int:   # the most prompt tokens a rollout can start from
@@ -695,7 +800,7 @@ def fit_prompt(
                          f"{ens.cfg.think_cap}: raise context_window or lower think_cap")
     return fitted
 
-# %% ../nbs/09_policy.ipynb #067fd6a8
+# %% ../nbs/09_policy.ipynb #49e7a769
 @dataclass
 class RolloutScores:
     "All-adapter scores of a group: per-member log-probs of the realised tokens, token MI, U_i and base log-probs, column-aligned with input_ids."
@@ -705,12 +810,12 @@ class RolloutScores:
     uncertainty: Tensor          # (G,) U_i = top-frac mean of token_mi over mi_mask (Eq. 3)
     base_logprobs: Tensor | None # (G, T) log pi_base with the adapters disabled, or None when not asked for
 
-# %% ../nbs/09_policy.ipynb #afd8c26f
+# %% ../nbs/09_policy.ipynb #bd30e4ef
 def _score_dtype(ens: LoRAEnsemble) -> torch.dtype:
     "The dtype of scores and log-probs: float64 for a float64 model, float32 otherwise (the rule of ensemble_token_scores)."
     return torch.float64 if _lm_head(ens)[0].dtype == torch.float64 else torch.float32
 
-# %% ../nbs/09_policy.ipynb #dea20bb6
+# %% ../nbs/09_policy.ipynb #19bb3a9a
 def score_rollouts(
     ens: LoRAEnsemble,
     rollouts: Rollouts,   # a generated group
@@ -732,7 +837,7 @@ def score_rollouts(
     base_lp = base_logprobs(ens, seqs, T, rollouts.prompt_len) if base else None
     return RolloutScores(token_logprobs, token_mi, mi_mask, U, base_lp)
 
-# %% ../nbs/09_policy.ipynb #0a47cfdc
+# %% ../nbs/09_policy.ipynb #426e01db
 def base_logprobs(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) token ids
@@ -743,20 +848,18 @@ def base_logprobs(
     weight, bias = _lm_head(ens)
     out = torch.zeros(len(sequences), T, dtype=_score_dtype(ens), device=ens.device)   # (B, T)
     ens.model.eval()
-    try:
-        with torch.no_grad(), ens.model.disable_adapter():
-            for s in range(0, len(sequences), ens.cfg.score_batch):
-                chunk = sequences[s:s + ens.cfg.score_batch]
-                ids, am = _right_pad(chunk, ens.pad_id, ens.device)
-                hidden = last_hidden(ens, ids, am, prefix_len=prefix_len)        # (b, L, D)
-                n = [len(seq) - 1 for seq in chunk]
-                lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
-                                            torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
-                for j, part in enumerate(torch.split(lp, n)): out[s + j, 1:n[j] + 1] = part
-    finally: set_adapters_trainable(ens.model, ens.names)   # leaving disable_adapter re-freezes every inactive adapter
+    with torch.no_grad(), adapters_off(ens):
+        for s in range(0, len(sequences), ens.cfg.score_batch):
+            chunk = sequences[s:s + ens.cfg.score_batch]
+            ids, am = _right_pad(chunk, ens.pad_id, ens.device)
+            hidden = last_hidden(ens, ids, am, prefix_len=prefix_len)        # (b, L, D)
+            n = [len(seq) - 1 for seq in chunk]
+            lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
+                                        torch.cat([ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
+            for j, part in enumerate(torch.split(lp, n)): out[s + j, 1:n[j] + 1] = part
     return out
 
-# %% ../nbs/09_policy.ipynb #49e7a769
+# %% ../nbs/09_policy.ipynb #6667b041
 def mean_token_mi(
     scores: RolloutScores,  # scores of one or more groups
 ) -> float:                 # mean MI over the masked positions (nats); 0 when none
@@ -764,7 +867,7 @@ def mean_token_mi(
     m = scores.mi_mask
     return float(scores.token_mi[m].double().sum() / max(int(m.sum()), 1))
 
-# %% ../nbs/09_policy.ipynb #71931d6d
+# %% ../nbs/09_policy.ipynb #bc20ce7f
 def adapter_logprobs(
     ens: LoRAEnsemble,
     k: int,                  # the adapter being trained
@@ -773,7 +876,6 @@ def adapter_logprobs(
     prefix_len: int = 0,     # the rows share their first prefix_len tokens (a group's prompt): computed once
 ) -> Tensor:                 # (B, T) log pi_k(token t | tokens < t) with gradient into adapter k; 0 in column 0 and on padding
     "Training forward of adapter k alone (LoRA dropout on): differentiable realised-token log-probs, LM head chunk by chunk."
-    weight, bias = _lm_head(ens)
     if ens.cfg.gradient_checkpointing:
         if not ens.model.training:   # the backward recomputes the forward: in eval mode its dropout would differ
             raise RuntimeError("with gradient_checkpointing, run adapter_logprobs and its backward inside "
@@ -781,22 +883,57 @@ def adapter_logprobs(
         prefix_len = 0               # checkpointed layers keep no KV cache: no prefix sharing
     with training_mode(ens, k):
         hidden = last_hidden(ens, input_ids, attention_mask, prefix_len=prefix_len)   # (B, T, D)
-        n = [m - 1 for m in attention_mask.sum(-1).tolist()]                     # predicted positions per row
-        lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
-                                    torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
+        return _realised_logprobs(ens, hidden, input_ids, attention_mask)
+
+# %% ../nbs/09_policy.ipynb #06bad62d
+def _realised_logprobs(
+    ens: LoRAEnsemble,
+    hidden: Tensor,          # (B, T, D) final hidden states
+    input_ids: Tensor,       # (B, T) right-padded ids
+    attention_mask: Tensor,  # (B, T) bool
+) -> Tensor:                 # (B, T) log-prob of token t from hidden[t - 1]; 0 in column 0 and on padding
+    "The realised tokens' log-probs of a forward's hidden states, the LM head applied chunk by chunk over the real positions."
+    weight, bias = _lm_head(ens)
+    n = [m - 1 for m in attention_mask.sum(-1).tolist()]                         # predicted positions per row
+    lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
+                                torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
     return torch.stack([F.pad(part, (1, input_ids.shape[1] - 1 - m)) for part, m in zip(torch.split(lp, n), n)])
 
-# %% ../nbs/09_policy.ipynb #2c3c94f8
+# %% ../nbs/09_policy.ipynb #17d72564
+def ensemble_logprobs(
+    ens: LoRAEnsemble,
+    input_ids: Tensor,       # (B, T) right-padded ids
+    attention_mask: Tensor,  # (B, T) bool
+    prefix_len: int = 0,     # the rows share their first prefix_len tokens (a group's prompt): computed once per adapter
+) -> Tensor:                 # (K, B, T) log pi_k(token t | tokens < t), gradient into adapter k only through row block k
+    "Training forward of all K adapters at once (stacked ensemble): K adapter-major blocks of the same rows, LoRA dropout on."
+    if ens.stack is None: raise ValueError("ensemble_logprobs trains all adapters in one forward: it needs ensemble='stacked'")
+    K, (B, T) = ens.n_adapters, input_ids.shape
+    if ens.cfg.gradient_checkpointing:
+        if not ens.model.training:   # the backward recomputes the forward: in eval mode its dropout would differ
+            raise RuntimeError("with gradient_checkpointing, run ensemble_logprobs and its backward inside "
+                               "`with training_mode(ens, None):`, which keeps LoRA dropout on until the backward has run")
+        prefix_len = 0
+    ids, am = input_ids.repeat(K, 1), attention_mask.repeat(K, 1)                # (K·B, T) adapter-major blocks
+    with training_mode(ens, None):
+        hidden = last_hidden(ens, ids, am, [n for n in ens.names for _ in range(B)], prefix_len)   # (K·B, T, D)
+        return _realised_logprobs(ens, hidden, ids, am).view(K, B, T)
+
+# %% ../nbs/09_policy.ipynb #199e2a3d
 @contextmanager
 def training_mode(
     ens: LoRAEnsemble,
-    k: int,              # the adapter being trained
+    k: int | None,       # the adapter being trained; None: the rows name their adapters (stacked, train_mode="batched")
 ):
     "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); the previous mode after."
-    was_training = ens.model.training
+    was_training, was_active = ens.model.training, ens._active
     ens.model.train()
-    ens.model.set_adapter(ens.names[k])
-    set_adapters_trainable(ens.model, ens.names)
+    if ens.stack is not None: ens._active = k
+    elif k is None: raise ValueError("peft trains one adapter at a time: training_mode needs the adapter k")
+    else:
+        ens.model.set_adapter(ens.names[k])
+        set_adapters_trainable(ens.model, ens.names)
     try: yield
     finally:
+        ens._active = was_active
         if not was_training: ens.model.eval()

@@ -14,7 +14,8 @@ from .rundir import (RunDirError, append_jsonl, check_logs, open_regular, read_j
                           read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
 from .loss import kl_to_base
-from .policy import LoRAEnsemble, fit_prompt, generate_groups, mean_token_mi, sampling_generator, score_rollouts, set_adapters_trainable
+from .policy import (LoRAEnsemble, adapter_state, fit_prompt, generate_groups, mean_token_mi, sampling_generator,
+                          save_adapters, score_rollouts, set_adapter_state)
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
 from .tasks import get_task
@@ -58,7 +59,7 @@ def save_checkpoint(
         if p.is_symlink(): raise RunDirError(f"{p} is a symbolic link; a run directory holds no links")
     if tmp.exists(): shutil.rmtree(tmp)                     # a crash's leftover; rmtree never follows links inside it
     tmp.mkdir()                                             # exclusive: fails if anything appeared there meanwhile
-    ens.model.save_pretrained(tmp / "adapters", selected_adapters=ens.names)
+    save_adapters(ens, tmp / "adapters")                    # each member a standard peft adapter, adapters/adapter_k
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     state = dict(epoch=epoch, counter=counter, optimizers=[o.state_dict() for o in optimizers],
                  torch_rng=torch.get_rng_state(), sample_rng=gen.get_state(), cuda_rng=cuda)
@@ -78,17 +79,15 @@ def load_checkpoint(
     gen: torch.Generator,     # the sampling generator: its state is overwritten
 ) -> dict:                    # epoch, counter, sampler (PUCTSampler), history (StreamingHistory)
     "Restore the latest complete checkpoint into ens/optimizers/gen; RunDirError naming the file if anything is missing or malformed."
-    from peft.utils import get_peft_model_state_dict, set_peft_model_state_dict
     latest = read_latest(run_dir)
     if latest is None: raise RunDirError(f"{Path(run_dir) / 'checkpoints' / 'latest.json'} does not exist: no checkpoint to resume")
     epoch, ck = latest
     st = _read_state(ck / "trainer_state.pt", epoch, optimizers, gen)
     sampler = _from_json(PUCTSampler, ck / "sampler.json")
     history = _from_json(StreamingHistory, ck / "streaming.json")
-    weights = {name: _read_adapter(ck / "adapters" / name / "adapter_model.safetensors",
-                                   get_peft_model_state_dict(ens.model, adapter_name=name)) for name in ens.names}
-    for name in ens.names: set_peft_model_state_dict(ens.model, weights[name], adapter_name=name)
-    set_adapters_trainable(ens.model, ens.names)
+    weights = [_read_adapter(ck / "adapters" / name / "adapter_model.safetensors", adapter_state(ens, k))
+               for k, name in enumerate(ens.names)]                  # every file checked before any adapter is overwritten
+    for k, w in enumerate(weights): set_adapter_state(ens, k, w)
     for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(s)
     torch.set_rng_state(st["torch_rng"]); gen.set_state(st["sample_rng"])
     if st["cuda_rng"] is not None and torch.cuda.is_available():   # without CUDA nothing draws from these: left aside
@@ -160,7 +159,7 @@ def _from_json(cls, path: Path):
 
 def _read_adapter(
     path: Path,      # adapters/adapter_k/adapter_model.safetensors
-    own: dict,       # the adapter's own state dict (get_peft_model_state_dict): the names and shapes expected
+    own: dict,       # the adapter's own tensors (ugttt.policy.adapter_state): the names and shapes expected
 ) -> dict:           # name -> tensor
     "An adapter's tensors from its safetensors file, exactly the adapter's names and shapes; RunDirError naming the file otherwise."
     from safetensors.torch import load as load_safetensors

@@ -13,6 +13,7 @@ from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advan
 from .loss import adapter_loss_term, clipped_surrogate, kept_rollouts, kl_token_advantages, nnm_term, token_mean
 from .regularizer import nnm_loss
 from .policy import (LoRAEnsemble, Rollouts, RolloutScores, a_stacks, adapter_logprobs, adapter_parameters, lora_layers,
+                          adapter_grad_norm, ensemble_logprobs, member_A, trainable_groups,
                           training_mode)
 
 # %% auto #0
@@ -81,8 +82,8 @@ def make_optimizers(
     cfg: UpdateConfig = UpdateConfig(),   # lr, betas, weight_decay, adam_eps
 ) -> list[torch.optim.AdamW]:             # (K,) one optimiser per adapter
     "One AdamW per adapter over its A and B tensors (App. E: lr 4e-5; betas (0.9, 0.95) and weight decay 0 as the reference)."
-    return [torch.optim.AdamW(adapter_parameters(ens, k), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay,
-                              eps=cfg.adam_eps) for k in range(ens.n_adapters)]
+    return [torch.optim.AdamW(group, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
+            for group in trainable_groups(ens)]
 
 # %% ../nbs/11_update.ipynb #22050a25
 def policy_backward(
@@ -104,34 +105,54 @@ def policy_backward(
     used = sorted({j for j, _ in rows})
     r = {j: [x.to(dev) for x in (groups[j].rollouts.input_ids, groups[j].rollouts.attention_mask,
                                  groups[j].rollouts.completion_mask, groups[j].rollouts.gen_logprobs)] for j in used}
-    losses, dev_max = [], 0.0
-    for k in range(K):
-        adv_tok, old = {}, {}
-        for j in used:
-            _, _, mask, lp_gen = r[j]
-            lp_own = groups[j].scores.token_logprobs[k].to(dev)                            # (G, T) pi_k,old
-            adv_tok[j] = kl_token_advantages(groups[j].advantages.to(dev), mask, lp_gen if cfg.kl_group_centred else lp_own,
-                                             groups[j].scores.base_logprobs, kl_coef=cfg.kl_coef,
-                                             group_centred=cfg.kl_group_centred)           # (G, T)
-            old[j] = lp_own if cfg.ratio_to == "own" else lp_gen
-        total = 0.0
+    targets = [_adapter_targets(groups, r, used, k, cfg) for k in range(K)]           # per adapter: (A^(k)_{i,t}, log pi_old)
+    losses, dev_max = [0.0] * K, 0.0
+    def term_of(k, lp, take, m):   # adapter k's share sum_i L_ik / (K·N) of one batch, and its largest |rho - 1|
+        adv_tok, old = targets[k]
+        lp_old = take(lambda j: old[j])
+        per = -token_mean(clipped_surrogate(lp, lp_old, take(lambda j: adv_tok[j]), m, cfg.clip_eps), m)   # (b,) L_ik
+        term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
+        return term, float((lp.detach() - lp_old)[m].exp().sub(1).abs().max()) if m.any() else 0.0
+    if ens.cfg.train_mode == "batched":   # all K adapters in one forward and one backward per batch (stacked ensemble)
         for batch in batches:
-            L = max(length[ji] for ji in batch)
-            take = lambda x, fill=0: torch.stack([_row(x(j)[i], L, fill) for j, i in batch])   # (b, L)
-            ids, am, m = take(lambda j: r[j][0]), take(lambda j: r[j][1]), take(lambda j: r[j][2])
+            take, ids, am, m = _batch(batch, r, length)
+            with training_mode(ens, None):        # through the backward: gradient checkpointing recomputes the forward
+                lp = ensemble_logprobs(ens, ids, am, prefix_len=groups[batch[0][0]].rollouts.prompt_len)   # (K, b, L)
+                terms = [term_of(k, lp[k], take, m) for k in range(K)]
+                torch.stack([t for t, _ in terms]).sum().backward()                         # the K losses are independent
+            for k, (t, d) in enumerate(terms): losses[k] += float(t.detach()); dev_max = max(dev_max, d)
+        return dict(loss=losses, max_ratio_dev=dev_max)
+    for k in range(K):                    # Alg. 1 Stage 5: one adapter after another, each batch's graph freed at once
+        for batch in batches:
+            take, ids, am, m = _batch(batch, r, length)
             prompt = groups[batch[0][0]].rollouts.prompt_len                                # shared by the batch's rows
             with training_mode(ens, k):           # through the backward: gradient checkpointing recomputes the forward
                 lp = adapter_logprobs(ens, k, ids, am, prefix_len=prompt)                   # (b, L), grad into adapter k
-                lp_old = take(lambda j: old[j])
-                per = -token_mean(clipped_surrogate(lp, lp_old, take(lambda j: adv_tok[j]), m, cfg.clip_eps), m)   # (b,) L_ik
-                term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
+                term, d = term_of(k, lp, take, m)
                 term.backward()                                                             # frees this graph
-            total += float(term.detach())
-            if m.any(): dev_max = max(dev_max, float((lp.detach() - lp_old)[m].exp().sub(1).abs().max()))
-        losses.append(total)
+            losses[k] += float(term.detach()); dev_max = max(dev_max, d)
     return dict(loss=losses, max_ratio_dev=dev_max)
 
 # %% ../nbs/11_update.ipynb #fb922a50
+def _adapter_targets(groups, r, used, k, cfg) -> tuple[dict, dict]:
+    "Adapter k's per-token advantages A^(k)_{i,t} (KL-corrected, App. A) and old log-probs (the ratio's denominator), per used group."
+    adv_tok, old = {}, {}
+    for j in used:
+        _, _, mask, lp_gen = r[j]
+        lp_own = groups[j].scores.token_logprobs[k].to(mask.device)                    # (G, T) pi_k,old
+        adv_tok[j] = kl_token_advantages(groups[j].advantages.to(mask.device), mask, lp_gen if cfg.kl_group_centred else lp_own,
+                                         groups[j].scores.base_logprobs, kl_coef=cfg.kl_coef,
+                                         group_centred=cfg.kl_group_centred)           # (G, T)
+        old[j] = lp_own if cfg.ratio_to == "own" else lp_gen
+    return adv_tok, old
+
+def _batch(batch, r, length):
+    "A training batch's row-taker and its (b, L) ids, attention mask and completion mask, L its longest row."
+    L = max(length[ji] for ji in batch)
+    take = lambda x, fill=0: torch.stack([_row(x(j)[i], L, fill) for j, i in batch])   # (b, L)
+    return take, take(lambda j: r[j][0]), take(lambda j: r[j][1]), take(lambda j: r[j][2])
+
+# %% ../nbs/11_update.ipynb #46ce89f9
 def _row(
     x: Tensor,   # (T_j,) one row of a group's (G, T_j) tensor
     L: int,      # the batch's width
@@ -140,7 +161,7 @@ def _row(
     "A row cut or padded to L columns."
     return x[:L] if x.shape[0] >= L else F.pad(x, (0, L - x.shape[0]), value=fill)
 
-# %% ../nbs/11_update.ipynb #46e8c6a5
+# %% ../nbs/11_update.ipynb #da34ca85
 def group_backward(
     ens: LoRAEnsemble,                   # the ensemble (gradients accumulate in its adapters)
     g: GroupUpdate,                      # one scored group
@@ -150,7 +171,7 @@ def group_backward(
     "Accumulate one group's policy-gradient gradients (policy_backward of that group)."
     return policy_backward(ens, [g], n_kept, cfg)
 
-# %% ../nbs/11_update.ipynb #b57a4afc
+# %% ../nbs/11_update.ipynb #43a7da3d
 def nnm_backward(
     ens: LoRAEnsemble,                   # the ensemble
     n_kept: int,                         # N of the epoch
@@ -163,7 +184,7 @@ def nnm_backward(
     nnm_term(value, cfg.nnm_coef, n_kept, cfg.nnm_per_rollout).backward()
     return float(value.detach())
 
-# %% ../nbs/11_update.ipynb #95ccd0ef
+# %% ../nbs/11_update.ipynb #769585ef
 def update_epoch(
     ens: LoRAEnsemble,                   # the ensemble to train
     groups: list[GroupUpdate],           # the epoch's scored groups
@@ -171,20 +192,15 @@ def update_epoch(
     cfg: UpdateConfig = UpdateConfig(),  # the objective's coefficients
 ) -> dict:                               # n_kept, pg_loss (K,), nnm_loss, grad_norm (K,), max_ratio_dev
     "One epoch's update: per-group sequential per-adapter backward, the NNM backward, then one AdamW step per adapter."
-    if len(optimizers) != ens.n_adapters: raise ValueError(f"need one optimiser per adapter ({ens.n_adapters}), got {len(optimizers)}")
+    if len(optimizers) != len(trainable_groups(ens)):
+        raise ValueError(f"need make_optimizers(ens)'s {len(trainable_groups(ens))} optimiser(s), got {len(optimizers)}")
     n_kept = sum(int(g.keep.sum()) for g in groups)
     out = policy_backward(ens, groups, n_kept, cfg)
     pg, dev_max = out["loss"], out["max_ratio_dev"]
     nnm = nnm_backward(ens, n_kept, cfg)
-    grad_norm = [_grad_norm(adapter_parameters(ens, k)) for k in range(ens.n_adapters)]
+    grad_norm = [adapter_grad_norm(ens, k) for k in range(ens.n_adapters)]
     for opt in optimizers: opt.step(); opt.zero_grad(set_to_none=True)
     return dict(n_kept=n_kept, pg_loss=pg, nnm_loss=nnm, grad_norm=grad_norm, max_ratio_dev=dev_max)
-
-# %% ../nbs/11_update.ipynb #769585ef
-def _grad_norm(params) -> float:
-    "L2 norm of the accumulated gradients of a set of tensors (0 when none has a gradient)."
-    sq = [p.grad.detach().double().pow(2).sum() for p in params if p.grad is not None]
-    return float(torch.stack(sq).sum().sqrt()) if sq else 0.0
 
 # %% ../nbs/11_update.ipynb #e195d62a
 def max_principal_cosine(
@@ -194,7 +210,8 @@ def max_principal_cosine(
     if ens.n_adapters < 2: raise ValueError("principal cosines need at least two adapters")
     per_layer = []
     with torch.no_grad():
-        for m in lora_layers(ens):
-            Q = [torch.linalg.qr(m.lora_A[n].weight.double().T).Q for n in ens.names]      # (d_in, r) each
+        members = [member_A(ens, k) for k in range(ens.n_adapters)]                    # (K, layers) of (r, d_in)
+        for layer in zip(*members):
+            Q = [torch.linalg.qr(a.double().T).Q for a in layer]                            # (d_in, r) each
             per_layer.append(max(float(torch.linalg.svdvals(Q[j].T @ Q[i]).max()) for i in range(len(Q)) for j in range(i)))
     return sum(per_layer) / len(per_layer)
