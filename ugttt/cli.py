@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_cli.ipynb #b6fb9e7b
 from __future__ import annotations
-import argparse, json, math, os, sys, typing
+import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typing
 from dataclasses import fields, MISSING
 from pathlib import Path
 from .config import METHODS, TRAIN_PRESETS, TrainConfig, load_config, make_config
@@ -14,7 +14,8 @@ from .streaming import StreamingConfig
 from .tasks import TASK_NAMES
 
 # %% auto #0
-__all__ = ['SECTIONS', 'config_flags', 'parse_value', 'build_parser', 'config_from_args', 'report_rows', 'format_report', 'main']
+__all__ = ['SECTIONS', 'config_flags', 'parse_value', 'field_comments', 'config_help', 'build_parser', 'config_from_args',
+           'report_rows', 'format_report', 'main']
 
 # %% ../nbs/15_cli.ipynb #01032a0d
 SECTIONS = dict(policy=PolicyConfig, update=UpdateConfig, streaming=StreamingConfig)
@@ -49,6 +50,25 @@ def parse_value(
     except ValueError:
         raise ValueError(f"--{flag}: cannot read {text!r} as {annotation}") from None
 
+# %% ../nbs/15_cli.ipynb #5b1e292e
+def field_comments(cls) -> dict[str, str]:
+    "Each annotated field of a class -> the comment on its line(s) in the class source; {} when the source is not available."
+    try: src = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError): return {}     # no source to read: the caller falls back to the field's type
+    notes = {t.start[0]: t.string[1:].strip() for t in tokenize.generate_tokens(io.StringIO(src).readline) if t.type == tokenize.COMMENT}
+    out = {}
+    for s in ast.parse(src).body[0].body:       # the class's statements; a field may span lines, its comment on any of them
+        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+            note = next((notes[n] for n in range(s.lineno, s.end_lineno + 1) if n in notes), None)
+            if note: out[s.target.id] = note
+    return out
+
+# %% ../nbs/15_cli.ipynb #5213a7a7
+def config_help() -> dict[str, str]:
+    "Every config flag -> its help: the field's comment in its dataclass source, else its annotation in parentheses."
+    notes = {**field_comments(TrainConfig), **{f"{sec}.{k}": v for sec, cls in SECTIONS.items() for k, v in field_comments(cls).items()}}
+    return {flag: notes.get(flag, f"({ann})") for flag, ann in config_flags().items()}
+
 # %% ../nbs/15_cli.ipynb #3abab027
 class _Parser(argparse.ArgumentParser):
     "An ArgumentParser whose errors are one line and exit code 2."
@@ -60,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ugttt", description="UG-TTT: uncertainty-guided test-time training (train a run, plan one, report runs).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("train", help="run Algorithm 1 on a task", description="Run UG-TTT or a baseline on one task. "
-                       "Every TrainConfig field is a flag; nested fields as --policy.NAME, --update.NAME, --streaming.NAME.")
+                       "Every TrainConfig field is a flag; nested fields as --policy.NAME, --update.NAME, --streaming.NAME. "
+                       "A flag not given takes its value from --config, else from the preset and method.")
     t.add_argument("--out", type=Path, required=True, help="the run directory (must not exist, unless --resume)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last complete epoch")
     t.add_argument("--quiet", action="store_true", help="no progress bars or epoch lines")
@@ -84,8 +105,9 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=tuple(TRAIN_PRESETS), help="tiny (embedded model, CPU), mechanism (tiny in the "
                    "mechanism study's regime, docs/mechanism.md) or paper (Qwen3-8B, GPU); default tiny")
     p.add_argument("--config", type=Path, help="a JSON or YAML file of config fields; the flags override it")
-    for flag, ann in config_flags().items():
-        p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(ann), help=f"({ann})")
+    helps = config_help()
+    for flag, ann in config_flags().items():   # argparse %-formats help, so a comment's "7%" is escaped
+        p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(ann), help=helps[flag].replace("%", "%%"))
 
 def _metavar(ann) -> str:
     "A short metavar from a field annotation."
