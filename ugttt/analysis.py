@@ -144,8 +144,8 @@ def pooled_families(
     rows = _select(run, epochs)
     labels = [x["family"] for x in rows if x.get("correctness") and x.get("family") is not None]
     counts, n = Counter(labels), len(labels)
-    h = family_entropy(labels)
-    return dict(entropy_bits=h, entropy_mm_bits=h + (len(counts) - 1) / (2 * n * math.log(2)) if n else 0.0,
+    h = family_entropy(labels) if n else math.nan                     # no correct rollout: no distribution to measure
+    return dict(entropy_bits=h, entropy_mm_bits=h + (len(counts) - 1) / (2 * n * math.log(2)) if n else math.nan,
                 n_correct=n, n_rollouts=len(rows), correct_rate=n / len(rows) if rows else math.nan,
                 dominant_share=max(counts.values()) / n if n else math.nan, live_families=len(counts))
 
