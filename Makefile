@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test check-sync readme slow table1 reproduce mechanism-pilot mechanism bench clean
+.PHONY: install system-deps test test-fast check-sync readme slow table1 reproduce mechanism-pilot mechanism bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -43,10 +43,14 @@ readme: install
 	$(BIN)/python tools/make_readme.py
 
 test: install check-sync
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --strict-markers tests
+
+# The fast loop, under 2 min on 2 cores: math, tasks and unit tests and the fast notebooks (markers: pytest.ini).
+test-fast: install
+	$(BIN)/python -m pytest -q --strict-markers -m "not (notebook or reproduce or training or model or sandbox or ray or large)" tests
 
 slow: install
-	UGTTT_SLOW=1 $(BIN)/python -m pytest -q tests
+	UGTTT_SLOW=1 $(BIN)/python -m pytest -q --strict-markers tests
 
 # The main job: Table 1 for the tiny preset (3 seeds x 4 tasks x 2 methods, about 17 min on 2 cores), printed at the end.
 # Runs land in reproduce/runs and are reused by the other notebooks; outputs in reproduce/out. Override with e.g.

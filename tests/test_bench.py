@@ -9,6 +9,8 @@ import pytest
 import torch
 from fastcore.test import test_eq
 
+pytestmark = pytest.mark.training   # not in test-fast (pytest.ini): the scripts train and score on the CPU
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 

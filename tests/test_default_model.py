@@ -16,6 +16,8 @@ from ugttt.corpus import CORPUS_VERSION, evaluate_at_root, generate_programs
 from ugttt.default_model import DEFAULT_MODEL_DIR, MODEL_FILES, load_default_model, sample_programs
 from ugttt.tasks import COMPACT_PROGRAM_MARKER, TASK_NAMES, THINK_END, THINK_START, State, extract_program, get_task
 
+pytestmark = pytest.mark.model   # not in test-fast (pytest.ini): samples from the embedded model; a wheel build
+
 ROOT = Path(__file__).resolve().parents[1]
 N = 16   # samples per prompt
 

@@ -17,6 +17,8 @@ from ugttt.policy import LoRAEnsemble, PolicyConfig, adapter_logprobs, peft_depr
 from ugttt.regularizer import nnm_loss
 from ugttt.policy import a_stacks as peft_a_stacks
 
+pytestmark = pytest.mark.model   # not in test-fast (pytest.ini): float64 passes of the embedded model, K adapters
+
 K, N, T = 5, 8, 12                      # the paper's K; a batch of 8 rows of 12 tokens
 CFG = PolicyConfig.preset("tiny", n_adapters=K, lora_dropout=0.0, seed=3)   # dropout 0: the two paths draw no masks
 EPS = 1e-10                             # float64 throughout: sums of a few thousand terms round at ~1e-13

@@ -9,6 +9,8 @@ import ast, io, json, tokenize
 from pathlib import Path
 import pytest
 
+pytestmark = pytest.mark.reproduce   # not in test-fast (pytest.ini): every reproduce notebook, training smoke runs
+
 ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs

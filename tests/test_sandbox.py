@@ -8,6 +8,8 @@ import pytest
 import ugttt.sandbox as S
 from ugttt.sandbox import RunResult, Sandbox, default_sandbox
 
+pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): workers started, killed, waited on
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 

@@ -11,6 +11,8 @@ import pytest
 import ugttt.sandbox as S
 from ugttt.sandbox import Sandbox
 
+pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): hostile programs run to their budgets
+
 ROOT = Path(__file__).resolve().parents[1]
 MARK = f'ugttt_adv_{uuid.uuid4().hex[:10]}'        # every file a hostile program tries to create carries this name
 HOME = Path(os.path.expanduser('~'))

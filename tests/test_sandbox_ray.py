@@ -13,6 +13,8 @@ from ugttt.sandbox import Sandbox
 from ugttt.sandbox_ray import Executor, RaySandbox, make_executor
 from test_sandbox_adversarial import BUDGET, CASES, MAX_OUT, MAX_RESULT, NEEDS, _files_by_sandbox_uid, _has, _snapshot, HOME, ROOT
 
+pytestmark = pytest.mark.ray   # not in test-fast (pytest.ini): a local Ray cluster and a run through it
+
 SETTINGS = dict(memory_mb=256, max_output_chars=MAX_OUT, max_result_bytes=MAX_RESULT, tmp_mb=64)
 
 

@@ -24,6 +24,8 @@ from ugttt.tasks import State, Task, check_task, get_task
 from ugttt.trainer import read_jsonl, train
 from qwen3_chat import build_random_qwen3_chat   # tests/ is on sys.path under pytest
 
+pytestmark = pytest.mark.training   # not in test-fast (pytest.ini): runs trained and resumed after hostile inputs
+
 ROOT = Path(__file__).resolve().parents[1]
 VALID_AC1 = "```python\ndef propose_candidate():\n    return [1.0] * 10\n```"          # C1 = 2 exactly
 

@@ -18,6 +18,8 @@ from ugttt.rundir import RunDirError, read_jsonl
 from ugttt.tracking import run_name
 from ugttt.trainer import train
 
+pytestmark = pytest.mark.training   # not in test-fast (pytest.ini): a smoke run, and a valid run after each refusal
+
 ROOT = Path(__file__).resolve().parents[1]
 UGTTT = str(Path(sys.executable).parent / "ugttt")                 # the console script of this environment
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}

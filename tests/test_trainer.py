@@ -15,6 +15,8 @@ from ugttt.config import config_from_dict, make_config
 from ugttt.sandbox import Sandbox
 from ugttt.trainer import read_jsonl, train
 
+pytestmark = pytest.mark.training   # not in test-fast (pytest.ini): whole runs, killed and resumed
+
 UGTTT = str(Path(sys.executable).parent / "ugttt")        # the console script of this environment
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 SMALL = dict(groups_per_epoch=2, group_size=4)             # the tiny preset cut down so that an epoch takes a few seconds

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from fastcore.test import test_eq, test_fail
 
+pytestmark = pytest.mark.training   # not in test-fast (pytest.ini): `ugttt train` and table1 on your own problem
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBLEMS = '''
