@@ -123,7 +123,8 @@ TRAIN_PRESETS = dict(
 _NESTED_PRESETS = dict(   # preset name -> settings of the nested configs beyond their own presets
     paper=dict(policy=dict(), update=dict(), streaming=dict()),
     tiny=dict(policy=dict(n_adapters=5), update=dict(lr=1e-3), streaming=dict()),
-    mechanism=dict(policy=dict(n_adapters=5), update=dict(lr=1e-2, kl_coef=0.01), streaming=dict()),
+    mechanism=dict(policy=dict(n_adapters=5, ensemble="peft"),   # pinned: every arm and seed of the study through one kernel path
+                   update=dict(lr=1e-2, kl_coef=0.01), streaming=dict()),
 )
 _NESTED_BASE = dict(paper="paper", tiny="tiny", mechanism="tiny")   # the policy and streaming preset each builds on
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from .corpus import CORPUS_VERSION, build_corpus
 from .tasks import COMPACT_PROGRAM_MARKER, THINK_END, THINK_START
 
 # %% auto #0
@@ -203,6 +202,7 @@ def train_default_model(
 ):                                              # (model in float32, tokenizer, training info dict)
     "Train the embedded default model from scratch (deterministic given the config) and save it with save_pretrained."
     from transformers import GenerationConfig
+    from ugttt.corpus import build_corpus   # here, not at the top: loading the model (the policy) never imports the corpus
     c = config if config is not None else DefaultModelConfig()
     if not isinstance(c, DefaultModelConfig): raise TypeError(f"config must be a DefaultModelConfig, got {type(c).__name__}")
     t0 = time.time()
@@ -253,6 +253,7 @@ def _train_loop(model, data, pad_id, c, log):
 def _training_info(c, examples, encoded, data, tokenizer, model, curve, t0, t_train):
     "What training_info.json records: corpus, config, sizes, loss curve, timings, versions, the reproduce command."
     import tokenizers, transformers
+    from ugttt.corpus import CORPUS_VERSION
     digest = hashlib.sha256(json.dumps([[e["prompt"], e["completion"]] for e in examples]).encode()).hexdigest()
     args = ", ".join(f"{k}={v!r}" for k, v in asdict(c).items() if v != getattr(DefaultModelConfig, k))
     return {"corpus_version": CORPUS_VERSION, "corpus_sha256": digest, "config": asdict(c),

@@ -542,8 +542,8 @@ class _Row:
     tokens: list = field(default_factory=list)     # generated ids (sampled and forced)
     logprobs: list = field(default_factory=list)   # log pi_gen of each sampled token, 0.0 for forced ones
     kinds: list = field(default_factory=list)      # per token: "t" sampled thinking, "c" sampled code, "f" forced
-    phase: str = "think"                           # "think", "code" or "done"
-    forced: list = field(default_factory=list)     # transition ids still to feed
+    phase: str = "think"                           # "think", "transition", "code" or "done" (the phase machine of _advance)
+    forced: list = field(default_factory=list)     # transition ids still to feed (phase "transition")
     code_left: int | None = None                   # sampled code tokens left after a forced close (None: up to the context)
     end: str = ""                                  # how it ended: "eos", "code_budget", "max_new_tokens" or "context"
     closed: str = ""                               # how thinking closed: "model" (it wrote think_end), "cap", "gate"; "" = never
@@ -665,30 +665,40 @@ def check_generator(
 
 # %% ../nbs/09_policy.ipynb #1f009785
 def _advance(ens, r: _Row, sampled: int, logp: Tensor) -> int:
-    "Append one token to a row (a forced one if the transition is pending, else the sampled one), update its phase; the id to feed next."
-    cfg = ens.cfg
+    "One step of a row's phase machine: append the forced or the sampled token and move to the next phase; the id to feed next."
     if r.phase == "done": return ens.pad_id
-    if r.forced:                                        # teacher-forced transition: not the policy's choice
-        tok, lp, kind = r.forced.pop(0), 0.0, "f"
+    if r.phase == "transition":                         # teacher-forced: not the policy's choice
+        tok = _append(r, r.forced.pop(0), 0.0, "f")
+        if not r.forced: r.phase = "code"
     else:
-        tok, lp, kind = sampled, float(logp), ("t" if r.phase == "think" else "c")
-    r.tokens.append(tok); r.logprobs.append(lp); r.kinds.append(kind)
-    if kind == "c" and r.code_left is not None: r.code_left -= 1
-    if kind != "f" and tok in ens.stop_ids: r.phase, r.end = "done", "eos"
-    elif kind == "t" and tok == ens.think_end_id: r.phase, r.closed = "code", "model"   # closed by the model itself
-    elif kind == "t" and r.n_think >= cfg.think_cap: _close(ens, r, "cap")          # the hard thinking cap
-    if r.phase != "done" and r.code_left is not None and r.code_left <= 0 and not r.forced: r.phase, r.end = "done", "code_budget"
-    if r.phase != "done" and len(r.prompt) + len(r.tokens) >= cfg.context_window: r.phase, r.end = "done", "context"
-    if r.phase != "done" and cfg.max_new_tokens is not None and len(r.tokens) >= cfg.max_new_tokens and not r.forced:
-        r.phase, r.end = "done", "max_new_tokens"
+        tok = _append(r, sampled, float(logp), "t" if r.phase == "think" else "c")
+        if tok in ens.stop_ids: r.phase, r.end = "done", "eos"
+        elif r.phase == "think" and tok == ens.think_end_id: r.phase, r.closed = "code", "model"   # closed by the model itself
+        elif r.phase == "think" and r.n_think >= ens.cfg.think_cap: _close(ens, r, "cap")          # the hard thinking cap
+        elif r.phase == "code" and r.code_left is not None:                                        # after a forced close
+            r.code_left -= 1
+            if r.code_left <= 0: r.phase, r.end = "done", "code_budget"
+    _limits(ens, r)
     return tok
 
 # %% ../nbs/09_policy.ipynb #ab2e18b7
-def _close(ens, r: _Row, why: str) -> None:
-    "Close the thinking phase by force: queue the transition, then a code phase of code_budget sampled tokens."
-    r.forced, r.phase, r.code_left, r.closed = list(ens.transition_ids), "code", ens.cfg.code_budget, why
+def _append(r: _Row, tok: int, logp: float, kind: str) -> int:
+    "Record one token of a row: its id, its log-prob under the generator (0 for a forced one) and its kind."
+    r.tokens.append(tok); r.logprobs.append(logp); r.kinds.append(kind)
+    return tok
 
-# %% ../nbs/09_policy.ipynb #9ffa5ec5
+def _limits(ens, r: _Row) -> None:
+    "End a row that fills the context window (any phase) or has generated max_new_tokens (outside the transition)."
+    if r.phase == "done": return
+    if len(r.prompt) + len(r.tokens) >= ens.cfg.context_window: r.phase, r.end = "done", "context"
+    elif r.phase != "transition" and ens.cfg.max_new_tokens is not None and len(r.tokens) >= ens.cfg.max_new_tokens:
+        r.phase, r.end = "done", "max_new_tokens"
+
+def _close(ens, r: _Row, why: str) -> None:
+    "Close the thinking phase by force (the cap or the gate): the transition to feed, then a code phase of code_budget sampled tokens."
+    r.forced, r.phase, r.code_left, r.closed = list(ens.transition_ids), "transition", ens.cfg.code_budget, why
+
+# %% ../nbs/09_policy.ipynb #f519e412
 def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> None:
     "Query the streaming gate for the rows still thinking that have just reached a check step; close those below the threshold."
     due = [r for r in rows if r.phase == "think" and r.kinds and r.kinds[-1] == "t" and is_check_step(r.n_think, streaming)]
@@ -699,7 +709,7 @@ def _gate(ens, rows, streaming: StreamingConfig, history: StreamingHistory) -> N
         if gate_check(r.record, r.n_think, s, history, streaming):
             _close(ens, r, "gate")
 
-# %% ../nbs/09_policy.ipynb #f315b305
+# %% ../nbs/09_policy.ipynb #c458460d
 def window_scores(
     ens: LoRAEnsemble,
     sequences: list[Tensor],      # each (T_i,) ids: prompt + generated so far
@@ -717,7 +727,7 @@ def window_scores(
         out.append(float(window_mi(mi, m, streaming.window, streaming.frac)))
     return out
 
-# %% ../nbs/09_policy.ipynb #f519e412
+# %% ../nbs/09_policy.ipynb #4179aad6
 def _collate(ens, rows, adapters) -> Rollouts:
     "Right-padded (G, T) tensors of a finished group (its rows share one prompt)."
     prompt_ids = rows[0].prompt
@@ -738,7 +748,7 @@ def _collate(ens, rows, adapters) -> Rollouts:
     return Rollouts(ids, am, cm, tm, lp, torch.tensor(adapters), P, texts, [r.end for r in rows], [r.closed for r in rows],
                     [r.record for r in rows], torch.tensor([r.n_think for r in rows]))
 
-# %% ../nbs/09_policy.ipynb #c458460d
+# %% ../nbs/09_policy.ipynb #440db0ce
 def _check_generate_args(ens, prompts, n, streaming, history) -> None:
     "Clear errors for groups that cannot be generated as asked."
     cfg = ens.cfg
@@ -755,7 +765,7 @@ def _check_generate_args(ens, prompts, n, streaming, history) -> None:
         if history is None: raise ValueError("streaming needs the gate's history (a StreamingHistory)")
         if cfg.think_cap is None: raise ValueError("the streaming gate closes a thinking phase: it needs think_cap")
 
-# %% ../nbs/09_policy.ipynb #440db0ce
+# %% ../nbs/09_policy.ipynb #7c868d7b
 def max_prompt_tokens(
     ens: LoRAEnsemble,
 ) -> int:   # the most prompt tokens a rollout can start from
@@ -800,7 +810,7 @@ def fit_prompt(
                          f"{ens.cfg.think_cap}: raise context_window or lower think_cap")
     return fitted
 
-# %% ../nbs/09_policy.ipynb #49e7a769
+# %% ../nbs/09_policy.ipynb #bd30e4ef
 @dataclass
 class RolloutScores:
     "All-adapter scores of a group: per-member log-probs of the realised tokens, token MI, U_i and base log-probs, column-aligned with input_ids."
@@ -810,12 +820,12 @@ class RolloutScores:
     uncertainty: Tensor          # (G,) U_i = top-frac mean of token_mi over mi_mask (Eq. 3)
     base_logprobs: Tensor | None # (G, T) log pi_base with the adapters disabled, or None when not asked for
 
-# %% ../nbs/09_policy.ipynb #bd30e4ef
+# %% ../nbs/09_policy.ipynb #19bb3a9a
 def _score_dtype(ens: LoRAEnsemble) -> torch.dtype:
     "The dtype of scores and log-probs: float64 for a float64 model, float32 otherwise (the rule of ensemble_token_scores)."
     return torch.float64 if _lm_head(ens)[0].dtype == torch.float64 else torch.float32
 
-# %% ../nbs/09_policy.ipynb #19bb3a9a
+# %% ../nbs/09_policy.ipynb #727f5112
 def score_rollouts(
     ens: LoRAEnsemble,
     rollouts: Rollouts,   # a generated group
@@ -837,7 +847,7 @@ def score_rollouts(
     base_lp = base_logprobs(ens, seqs, T, rollouts.prompt_len) if base else None
     return RolloutScores(token_logprobs, token_mi, mi_mask, U, base_lp)
 
-# %% ../nbs/09_policy.ipynb #426e01db
+# %% ../nbs/09_policy.ipynb #6667b041
 def base_logprobs(
     ens: LoRAEnsemble,
     sequences: list[Tensor],  # each (T_i,) token ids
@@ -859,7 +869,7 @@ def base_logprobs(
             for j, part in enumerate(torch.split(lp, n)): out[s + j, 1:n[j] + 1] = part
     return out
 
-# %% ../nbs/09_policy.ipynb #6667b041
+# %% ../nbs/09_policy.ipynb #077800c3
 def mean_token_mi(
     scores: RolloutScores,  # scores of one or more groups
 ) -> float:                 # mean MI over the masked positions (nats); 0 when none
@@ -867,7 +877,7 @@ def mean_token_mi(
     m = scores.mi_mask
     return float(scores.token_mi[m].double().sum() / max(int(m.sum()), 1))
 
-# %% ../nbs/09_policy.ipynb #bc20ce7f
+# %% ../nbs/09_policy.ipynb #f6f090c6
 def adapter_logprobs(
     ens: LoRAEnsemble,
     k: int,                  # the adapter being trained
@@ -885,7 +895,7 @@ def adapter_logprobs(
         hidden = last_hidden(ens, input_ids, attention_mask, prefix_len=prefix_len)   # (B, T, D)
         return _realised_logprobs(ens, hidden, input_ids, attention_mask)
 
-# %% ../nbs/09_policy.ipynb #06bad62d
+# %% ../nbs/09_policy.ipynb #17d72564
 def _realised_logprobs(
     ens: LoRAEnsemble,
     hidden: Tensor,          # (B, T, D) final hidden states
@@ -899,7 +909,7 @@ def _realised_logprobs(
                                 torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
     return torch.stack([F.pad(part, (1, input_ids.shape[1] - 1 - m)) for part, m in zip(torch.split(lp, n), n)])
 
-# %% ../nbs/09_policy.ipynb #17d72564
+# %% ../nbs/09_policy.ipynb #199e2a3d
 def ensemble_logprobs(
     ens: LoRAEnsemble,
     input_ids: Tensor,       # (B, T) right-padded ids
@@ -919,7 +929,7 @@ def ensemble_logprobs(
         hidden = last_hidden(ens, ids, am, [n for n in ens.names for _ in range(B)], prefix_len)   # (K·B, T, D)
         return _realised_logprobs(ens, hidden, ids, am).view(K, B, T)
 
-# %% ../nbs/09_policy.ipynb #199e2a3d
+# %% ../nbs/09_policy.ipynb #abdc3b44
 @contextmanager
 def training_mode(
     ens: LoRAEnsemble,
