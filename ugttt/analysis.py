@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
+from .checks import check_int
 from .families import family_entropy
 
 # %% auto #0
@@ -194,8 +195,7 @@ def paper_top_k(
     share: float = PAPER_TOP_SHARE,    # share of the run in the top list
 ) -> int:                              # length of the top list
     "The paper's top-30-of-384 list scaled to a run of n rollouts: round(share * n), halves up, at least 1."
-    if isinstance(n_rollouts, bool) or not isinstance(n_rollouts, (int, np.integer)) or n_rollouts < 1:
-        raise ValueError(f"n_rollouts must be an int >= 1, got {n_rollouts!r}")
+    check_int("n_rollouts", n_rollouts, 1, types=(int, np.integer))
     if not 0 < share <= 1: raise ValueError(f"share must be in (0, 1], got {share!r}")
     return max(1, math.floor(share * n_rollouts + 0.5))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses, json, math
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
+from .checks import check_int, is_int
 from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
@@ -64,10 +65,8 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.method not in METHODS: raise ValueError(f"unknown method {c.method!r}; choose from {', '.join(METHODS)}")
     for name, lo in (("epochs", 1), ("groups_per_epoch", 1), ("group_size", 2), ("sandbox_workers", 1),
                      ("puct_topk_children", 1), ("puct_max_buffer", 1), ("decode_groups", 1)):
-        v = getattr(c, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-    if isinstance(c.seed, bool) or not isinstance(c.seed, int) or not 0 <= c.seed < 2**63:
-        raise ValueError(f"seed must be an int in [0, 2**63), got {c.seed!r}")
+        check_int(name, getattr(c, name), lo)
+    check_int("seed", c.seed, 0, 2**63 - 1, what="an int in [0, 2**63)")
     if c.prompt_style not in ("chat", "compact"): raise ValueError(f"prompt_style must be 'chat' or 'compact', got {c.prompt_style!r}")
     if c.puct_max_buffer < c.groups_per_epoch:   # the PUCT buffer must hold the epoch's roots (08_puct)
         raise ValueError(f"puct_max_buffer ({c.puct_max_buffer}) must be >= groups_per_epoch ({c.groups_per_epoch})")
@@ -106,7 +105,7 @@ def _check_run_fields(c) -> None:
     "ValueError for a seed beyond 64-bit generators, a sampling temperature below MIN_TEMPERATURE, or a device torch cannot parse."
     import torch
     s = c.policy.seed
-    if isinstance(s, bool) or not isinstance(s, int) or s < 0 or s + 1000 * (c.policy.n_adapters - 1) >= 2**63:
+    if not is_int(s, 0) or s + 1000 * (c.policy.n_adapters - 1) >= 2**63:
         raise ValueError(f"policy.seed must be an int >= 0 with policy.seed + 1000·(n_adapters - 1) < 2**63, got {c.policy.seed!r}")
     if c.policy.temperature < MIN_TEMPERATURE:
         raise ValueError(f"policy.temperature must be >= {MIN_TEMPERATURE:g} (below it sampling is greedy in effect and overflows "

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 from fastcore.basics import patch
+from .checks import check_int
 
 # %% auto #0
 __all__ = ['route_blocks', 'AdapterRoute', 'adapter_dtype', 'StackedLoRALinear', 'StackedLoRAEnsemble', 'adapter_major_index']
@@ -161,9 +162,8 @@ class StackedLoRAEnsemble(nn.Module):
 # %% ../nbs/09_ensemble.ipynb #b635f7ee
 def _check_ensemble_args(n_adapters, rank, alpha, dropout, target_modules, b_init_std, seed, identical_init) -> None:
     "Raise a ValueError naming the first ensemble argument that is out of range."
-    for name, v in dict(n_adapters=n_adapters, rank=rank).items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0: raise ValueError(f"seed must be an int >= 0, got {seed!r}")
+    for name, v in dict(n_adapters=n_adapters, rank=rank).items(): check_int(name, v, 1, what="a positive int")
+    check_int("seed", seed, 0)
     if not (isinstance(alpha, (int, float)) and alpha > 0): raise ValueError(f"alpha must be > 0, got {alpha!r}")
     if not (isinstance(dropout, (int, float)) and 0 <= dropout < 1): raise ValueError(f"dropout must lie in [0, 1), got {dropout!r}")
     if not (isinstance(b_init_std, (int, float)) and b_init_std >= 0): raise ValueError(f"b_init_std must be >= 0, got {b_init_std!r}")
@@ -206,8 +206,7 @@ def adapter_major_index(
     n_rows: int,      # N, rows of one block (the rollouts)
 ) -> Tensor:          # (K·N,) int64: 0 (N times), 1 (N times), ..., K-1
     "The index of K adapter-major blocks of the same N rows (scoring and training): row k·N + i is rollout i under adapter k."
-    for name, v in dict(n_adapters=n_adapters, n_rows=n_rows).items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
+    for name, v in dict(n_adapters=n_adapters, n_rows=n_rows).items(): check_int(name, v, 1, what="a positive int")
     return torch.arange(n_adapters).repeat_interleave(n_rows)
 
 # %% ../nbs/09_ensemble.ipynb #5c55cf60

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 import numpy as np
 from fastcore.basics import patch
+from .checks import check_int
 from .tasks import State, Task, get_task
 
 # %% auto #0
@@ -275,8 +276,7 @@ class PUCTSampler:
 def _check_sampler(s: PUCTSampler) -> None:
     "Raise a ValueError naming the first setting of a PUCTSampler that is out of range."
     for name, lo in (("n_roots", 1), ("group_size", 1), ("topk_children", 1), ("max_buffer", 1)):
-        v = getattr(s, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo: raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+        check_int(name, getattr(s, name), lo)
     if not (isinstance(s.c, (int, float)) and math.isfinite(s.c) and s.c >= 0): raise ValueError(f"c must be finite and >= 0, got {s.c!r}")
     if s.backup not in BACKUPS: raise ValueError(f"backup must be one of {', '.join(BACKUPS)}, got {s.backup!r}")
     if s.n_roots > s.max_buffer: raise ValueError(f"n_roots ({s.n_roots}) must not exceed max_buffer ({s.max_buffer})")
@@ -288,7 +288,7 @@ def sample(
     k: int,          # parents wanted (groups this epoch)
 ) -> list[Node]:     # at most k nodes, from pairwise unrelated lines
     "The k parents of an epoch: highest PUCT score first, skipping the lineage of every parent taken."
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1: raise ValueError(f"k must be an int >= 1, got {k!r}")
+    check_int("k", k, 1)
     ids = [nd.id for nd in self.nodes]
     values = np.array([nd.value for nd in self.nodes])                                   # (N,)
     visits = np.array([self.n.get(i, 0) for i in ids], dtype=np.float64)                 # (N,)

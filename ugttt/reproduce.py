@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
+from .checks import check_int, is_int
 from .config import TrainConfig, streams_by_default, config_from_dict, config_to_dict, make_config, stored_config_diff
 from .tasks import TASK_NAMES, get_task
 from .analysis import Run, interval_method, load_run
@@ -79,7 +80,7 @@ def grid(
     for name, v in (("tasks", tasks), ("methods", methods), ("seeds", seeds)):
         if isinstance(v, str):   # papermill's `-p seeds "[0, 1]"` passes the string, not the list
             raise TypeError(f"{name} must be a list, got the string {v!r}; with papermill pass lists as -y \"{name}: [...]\"")
-    bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    bad = [s for s in seeds if not is_int(s, 0)]
     if bad: raise ValueError(f"seeds must be ints >= 0, got {bad[0]!r}")
     return [RunSpec(t, m, s, streaming) for t in tasks for m in methods for s in seeds]
 
@@ -266,7 +267,7 @@ def interval_caption(
     n_seeds: int,   # seeds per cell
 ) -> str:           # one sentence for a table's caption
     "What a table's brackets and p-values are, for n seeds: the interval's method, pairing by seed, the smallest possible p."
-    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or n_seeds < 1: raise ValueError(f"n_seeds must be an int >= 1, got {n_seeds!r}")
+    check_int("n_seeds", n_seeds, 1)
     return (f"Rows 'seed s' are single runs; 'ours' is the mean over {n_seeds} seed{'s' if n_seeds > 1 else ''} "
             f"[95% interval: {interval_method(n_seeds)}]; differences are paired by seed (the mean per-seed difference, "
             f"its interval and its exact sign-flip p; with {n_seeds} seed{'s' if n_seeds > 1 else ''} no p can be below {2.0 ** (1 - n_seeds):.3g}).")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import errno, json, os, re, secrets, stat
 from pathlib import Path
+from .checks import is_int
 
 # %% auto #0
 __all__ = ['TRACKER_DIRS', 'RunDirError', 'open_regular', 'read_regular', 'read_json', 'read_jsonl', 'append_jsonl',
@@ -173,7 +174,7 @@ def read_latest(
     if not isinstance(d, dict) or set(d) != {"epoch", "path"}:
         raise RunDirError(f"{path} must be {{\"epoch\": int, \"path\": \"epoch_XXXX\"}}, got {str(d)[:80]}")
     e, name = d["epoch"], d["path"]
-    if isinstance(e, bool) or not isinstance(e, int) or e < 0: raise RunDirError(f"{path}: epoch must be an int >= 0, got {e!r}")
+    if not is_int(e, 0): raise RunDirError(f"{path}: epoch must be an int >= 0, got {e!r}")
     if name != f"epoch_{e:04d}": raise RunDirError(f"{path}: path must be the epoch's directory 'epoch_{e:04d}', got {str(name)[:80]!r}")
     target = ck / name
     if target.is_symlink() or not target.is_dir(): raise RunDirError(f"{path} names {target}, which is not a checkpoint directory")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, asdict
 import numpy as np
 import torch
 from torch import Tensor
+from .checks import check_int
 from .uncertainty import _mask_as_bool, top_frac_mean
 
 # %% auto #0
@@ -30,15 +31,11 @@ class StreamingConfig:
     context: bool = True          # score the window with the whole rollout as context; False = the window alone (reference)
 
     def __post_init__(self):
-        for name in ("window", "min_tokens"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if self.interval is not None and (isinstance(self.interval, bool) or not isinstance(self.interval, int) or self.interval < 1):
-            raise ValueError(f"interval must be a positive int or None, got {self.interval!r}")
+        for name in ("window", "min_tokens"): check_int(name, getattr(self, name), 1, what="a positive int")
+        check_int("interval", self.interval, 1, allow_none=True, what="a positive int or None")
         if not 0 <= self.percentile <= 100: raise ValueError(f"percentile must lie in [0, 100], got {self.percentile}")
         if not 0 < self.frac <= 1: raise ValueError(f"frac must lie in (0, 1], got {self.frac}")
-        if isinstance(self.warmup_epochs, bool) or not isinstance(self.warmup_epochs, int) or self.warmup_epochs < 0:
-            raise ValueError(f"warmup_epochs must be an int >= 0, got {self.warmup_epochs!r}")
+        check_int("warmup_epochs", self.warmup_epochs, 0)
         if self.history not in ("window", "sequence"): raise ValueError(f"history must be 'window' or 'sequence', got {self.history!r}")
         if not isinstance(self.context, bool): raise ValueError(f"context must be True or False, got {self.context!r}")
 
@@ -214,7 +211,6 @@ def truncated_rollout_mask(
 ) -> Tensor:            # (prompt_len + n_think + n_forced + n_code,) bool: True = sampled by the policy
     "Token-aligned completion mask of a rollout: prompt 0, thinking 1, forced transition 0, code 1."
     lens = dict(prompt_len=prompt_len, n_think=n_think, n_forced=n_forced, n_code=n_code)
-    for name, v in lens.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0: raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+    for name, v in lens.items(): check_int(name, v, 0)
     parts = [torch.zeros(prompt_len), torch.ones(n_think), torch.zeros(n_forced), torch.ones(n_code)]
     return torch.cat(parts).bool()

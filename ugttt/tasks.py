@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 from fastcore.basics import patch
+from .checks import check_int, is_int
 from .scoring import (
     MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, CP26_TOLERANCE, ERDOS_C5_RTOL, Score, as_float_array, full_convolution,
     clipped_heights, c1_upper_bound, c2_lower_bound, validate_packing, overlap_step_function, c5_upper_bound,
@@ -303,7 +304,7 @@ def check_task(
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v): raise bad(f, f"must be a finite number, got {v!r}")
     for f in ("bound_name", "title", "problem", "returns", "returns_short", "unit"):
         if not (isinstance(getattr(task, f), str) and getattr(task, f).strip()): raise bad(f, "must be a non-empty str")
-    if isinstance(task.digits, bool) or not isinstance(task.digits, int) or not 0 <= task.digits <= 17: raise bad("digits", "must be an int in 0..17")
+    if not is_int(task.digits, 0, 17): raise bad("digits", "must be an int in 0..17")
     if not callable(task.scorer): raise bad("scorer", "must be callable as scorer(result, strict) -> Score")
     if task.root is not None and not callable(task.root): raise bad("root", "must be None or callable as root(rng)")
     if not (isinstance(task.helpers, tuple) and all(inspect.isfunction(h) for h in task.helpers)):
@@ -375,10 +376,8 @@ def prompt(
     output_chars: int = STDOUT_TAIL_CHARS,  # characters of the parent's output tail shown at most (chat only)
 ) -> str:
     "The prompt for a parent state: 'chat' (full) or 'compact' (embedded model)."
-    for name, v in (("code_chars", code_chars), ("output_chars", output_chars)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-    if output_chars is None: raise ValueError("output_chars must be an int >= 0, got None")
+    check_int("code_chars", code_chars, 0, allow_none=True)
+    check_int("output_chars", output_chars, 0)
     p = parent if parent is not None else State()
     if style == "chat": return _chat_prompt(self, p, budget_s, cpus, code_chars, output_chars)
     if style == "compact": return _compact_prompt(self, p, code_chars)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 from fractions import Fraction
+from .checks import check_int
 
 import torch
 import torch.nn.functional as F
@@ -238,8 +239,7 @@ def _check_lm_head_inputs(
         raise TypeError(f"tokens must hold integer token ids, got dtype {tokens.dtype}")
     devices = {t.device for t in (hidden, weight, tokens, bias) if t is not None}
     if len(devices) > 1: raise ValueError(f"hidden, weight, tokens and bias must be on one device, got {sorted(map(str, devices))}")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+    check_int("chunk_size", chunk_size, 1, what="a positive int")
     bad = (tokens < 0) | (tokens >= weight.shape[0])                    # (T,)
     if bad.any():
         t = int(torch.nonzero(bad)[0])
@@ -344,8 +344,7 @@ def _check_count_args(
     frac: float | Fraction, # should be a real number in (0, 1]
 ) -> None:
     "Raise a clear TypeError/ValueError unless n is a non-negative int and frac a real number in (0, 1]."
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
+    check_int("n", n, 0, what="a non-negative int", types=numbers.Integral)
     if isinstance(frac, bool) or not isinstance(frac, numbers.Real):
         raise TypeError(f"frac must be a real number, got {type(frac).__name__}")
     if not 0 < frac <= 1: raise ValueError(f"frac must lie in (0, 1], got {frac!r}")   # NaN fails this too
@@ -413,6 +412,6 @@ def float_tol(
 ) -> float:               # absolute tolerance n * eps(dtype) * scale
     "Tolerance for two computations of one value in `dtype` whose n-term sums run in different orders: n·eps·scale (Higham's bound)."
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point): raise ValueError(f"dtype must be a float torch.dtype, got {dtype!r}")
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1: raise ValueError(f"n must be a positive int, got {n!r}")
+    check_int("n", n, 1, what="a positive int", types=numbers.Integral)
     if not (isinstance(scale, numbers.Real) and 0 < scale < float("inf")): raise ValueError(f"scale must be a finite number > 0, got {scale!r}")
     return int(n) * torch.finfo(dtype).eps * float(scale)
