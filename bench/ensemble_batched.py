@@ -7,7 +7,7 @@ Models (float32, CPU): the embedded model (`ugttt.default_model`, 4 layers, widt
 q/k/v/o (the paper's settings), B ~ N(0, 0.01^2).
 - decode step: batch 8, a 32-token prefill, then `--steps` single-token steps with the KV cache; time per step, for
   (i) peft: the bare base model (no wrapper), one adapter (the active adapter, no `adapter_names`), 5 mixed
-  adapters (`adapter_names` round robin, as `ugttt.policy.generate_groups` decodes); (ii) stacked: one adapter
+  adapters (`adapter_names` round robin, as `ugttt.generation.generate_groups` decodes); (ii) stacked: one adapter
   (index all 0), 5 mixed adapters (index round robin). Also the aten operators per step (a TorchDispatchMode
   counter), which is what dominates at this width.
 - training step: K = 5 adapters x N = 8 rollouts of `--T` tokens, LoRA dropout 0.05 on, loss = mean realised-token

@@ -112,7 +112,7 @@ def materialise_adapter_states(ens, optimizers) -> None:
 
 def part_decode(ens, sz, model_dir, smoke, out) -> None:
     "Prefill 8 rows to L, time 32 decode steps (base, one adapter, 5 mixed), one gate check at the longest L."
-    from ugttt.policy import _sample, sampling_generator, window_scores
+    from ugttt.generation import _sample, sampling_generator, window_scores
     from ugttt.streaming import StreamingConfig
     dev, V = ens.device, ens.model.get_base_model().get_output_embeddings().weight.shape[0]
     gen, STEPS = sampling_generator(dev, 0), sz["steps"]
@@ -152,7 +152,7 @@ class _null:
 
 def rollouts_of(lengths, prompt_len, dev_gen):
     "A Rollouts record of random ids of the given lengths (right-padded), every generated position sampled thinking."
-    from ugttt.policy import Rollouts
+    from ugttt.generation import Rollouts
     from ugttt.streaming import StreamRecord
     G, T = len(lengths), max(lengths)
     ids = torch.randint(0, 600, (G, T), generator=dev_gen)
@@ -165,7 +165,8 @@ def rollouts_of(lengths, prompt_len, dev_gen):
 def part_scoring(ens, sz, model_dir, smoke, out) -> None:
     "score_rollouts of a group of mixed lengths; MI = 0 with identical adapters; float32 MI against float64."
     import torch.nn.functional as F
-    from ugttt.policy import _lm_head, init_adapters, member_hidden, score_rollouts
+    from ugttt.policy import _lm_head, init_adapters, member_hidden
+    from ugttt.scores import score_rollouts
     from ugttt.uncertainty import _naive_token_mi, ensemble_token_scores
     g = torch.Generator().manual_seed(1)
     ro = rollouts_of(sz["group"], 64, g)
@@ -194,7 +195,7 @@ def part_scoring(ens, sz, model_dir, smoke, out) -> None:
 
 def part_training(ens, optimizers, sz, model_dir, smoke, out) -> None:
     "update_epoch of one rollout through the K adapters, with and without gradient checkpointing; NNM and AdamW included."
-    from ugttt.policy import score_rollouts
+    from ugttt.scores import score_rollouts
     from ugttt.update import GroupUpdate, UpdateConfig, update_epoch
     g = torch.Generator().manual_seed(2)
     runs = [(T, True) for T in sz["train"]] + [(sz["train_nock"], False)]

@@ -1,4 +1,4 @@
-"""Generation throughput of one group: new tokens per second of `ugttt.policy.generate_group` on the embedded model
+"""Generation throughput of one group: new tokens per second of `ugttt.generation.generate_group` on the embedded model
 (CPU, `PolicyConfig.preset("tiny")`: K LoRA adapters round robin, two-phase thinking budget, no streaming gate),
 next to plain Hugging Face `model.generate` sampling on the base model without adapters.
 
@@ -26,7 +26,7 @@ import torch
 
 def ensemble_run(ens, prompt, G, seed):
     "Wall seconds and new tokens of one generate_group call; also the mean new tokens per rollout."
-    from ugttt.policy import generate_group
+    from ugttt.generation import generate_group
     t = time.perf_counter()
     r = generate_group(ens, prompt, G, generator=torch.Generator().manual_seed(seed))
     dt = time.perf_counter() - t
@@ -58,7 +58,8 @@ def main():
     if args.quick: args.reps, args.groups = 2, [8]
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    from ugttt.policy import LoRAEnsemble, PolicyConfig, encode_prompt, load_base_model
+    from ugttt.policy import LoRAEnsemble, PolicyConfig, load_base_model
+    from ugttt.generation import encode_prompt
     from report import record
     from ugttt.tasks import get_task
 

@@ -117,7 +117,8 @@ def bench_head_dim(dims, K, T, V, reps, gen, chunk):
 
 def bench_mixed_loop(ens_by_k, lengths, B, reps, gen, group, G):
     "Part (b): member_hidden and score_rollouts with scoring='mixed' against scoring='loop', side by side."
-    from ugttt.policy import member_hidden, score_rollouts
+    from ugttt.policy import member_hidden
+    from ugttt.scores import score_rollouts
     print(f"\n(b) mixed-adapter scoring (one forward of K·B rows) vs loop (K forwards of B rows); ms, median of {reps}")
     print(f"{'what':<38} {'K':>2} | {'mixed':>8} {'loop':>8} | loop / mixed")
     for K, ens in ens_by_k.items():
@@ -156,7 +157,8 @@ def main():
     if args.quick: args.reps, args.lengths, args.ks, args.head_dims = 3, [128], [3], [256, 1024]
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    from ugttt.policy import LoRAEnsemble, PolicyConfig, encode_prompt, generate_group
+    from ugttt.policy import LoRAEnsemble, PolicyConfig
+    from ugttt.generation import encode_prompt, generate_group
     from ugttt.tasks import get_task
 
     ens_by_k = {K: LoRAEnsemble.from_config(PolicyConfig.preset("tiny", n_adapters=K, seed=args.seed, score_batch=args.batch))

@@ -58,7 +58,9 @@ def child(params: dict, queue) -> None:
     "One configuration in this fresh process: set up a scored group, then measure two update steps."
     sys.path.insert(0, ROOT)
     import torch
-    from ugttt.policy import LoRAEnsemble, PolicyConfig, encode_prompt, generate_group, score_rollouts
+    from ugttt.policy import LoRAEnsemble, PolicyConfig
+    from ugttt.generation import encode_prompt, generate_group
+    from ugttt.scores import score_rollouts
     from ugttt.tasks import get_task
     from ugttt.update import GroupUpdate, UpdateConfig, group_advantages, make_optimizers, update_epoch
     torch.set_num_threads(params["threads"])

@@ -13,7 +13,8 @@ from fastcore.test import test_eq, test_close, test_fail
 
 from ugttt.default_model import load_default_model
 from ugttt.ensemble import StackedLoRAEnsemble
-from ugttt.policy import LoRAEnsemble, PolicyConfig, adapter_logprobs, peft_deprecation_silenced
+from ugttt.policy import LoRAEnsemble, PolicyConfig, peft_deprecation_silenced
+from ugttt.scores import adapter_logprobs
 from ugttt.regularizer import nnm_loss
 from ugttt.policy import a_stacks as peft_a_stacks
 

@@ -9,8 +9,9 @@ import pytest
 import torch
 from fastcore.test import test_eq, test_ne, test_close, test_fail
 
-from ugttt.policy import (PAPER_TRANSITION, PolicyConfig, LoRAEnsemble, load_base_model, encode_prompt, generate_group,
-                          score_rollouts, window_scores, adapter_logprobs, adapter_parameters, round_robin)
+from ugttt.policy import PAPER_TRANSITION, PolicyConfig, LoRAEnsemble, load_base_model, adapter_parameters, round_robin
+from ugttt.generation import encode_prompt, generate_group, window_scores
+from ugttt.scores import score_rollouts, adapter_logprobs
 from ugttt.streaming import StreamingConfig, StreamingHistory, truncated_rollout_mask
 from ugttt.tasks import get_task
 from ugttt.uncertainty import float_tol
@@ -246,7 +247,7 @@ def test_shared_prompt_gives_the_same_gradient(prompt):
 # --- 8. the GPU path: generator device, older libraries ----------------------------------------------------------
 
 def test_sampling_generator_lives_on_the_policy_device(ens, prompt):
-    from ugttt.policy import sampling_generator, check_generator
+    from ugttt.generation import sampling_generator, check_generator
     gen = sampling_generator(ens.device, 0)
     test_eq(gen.device, ens.device)                                        # what train() hands to generate_groups
     test_eq(generate_group(ens, prompt, 2, generator=gen).input_ids.shape[0], 2)
@@ -278,8 +279,9 @@ sys.path.insert(0, sys.argv[2])
 from dataclasses import replace
 import qwen3_chat
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-from ugttt.policy import (PolicyConfig, LoRAEnsemble, encode_prompt, generate_group, score_rollouts, adapter_logprobs,
-                          adapter_parameters, sampling_generator, training_mode, dtype_kwarg)
+from ugttt.policy import PolicyConfig, LoRAEnsemble, adapter_parameters, dtype_kwarg
+from ugttt.generation import encode_prompt, generate_group, sampling_generator
+from ugttt.scores import score_rollouts, adapter_logprobs, training_mode
 
 class OlderTokenizer(PreTrainedTokenizerFast):   # transformers < 5 calls extra_special_tokens additional_special_tokens
     def __init__(self, *a, extra_special_tokens=(), **kw): super().__init__(*a, additional_special_tokens=list(extra_special_tokens), **kw)

@@ -17,7 +17,8 @@ from fastcore.test import test_eq, test_fail
 
 from ugttt.config import config_to_dict, make_config
 from ugttt.families import label_family
-from ugttt.policy import PolicyConfig, LoRAEnsemble, encode_prompt, fit_prompt, generate_group, max_prompt_tokens
+from ugttt.policy import PolicyConfig, LoRAEnsemble
+from ugttt.generation import encode_prompt, fit_prompt, generate_group, max_prompt_tokens
 from ugttt.sandbox import Sandbox
 from ugttt.scoring import Score
 from ugttt.tasks import State, Task, check_task, get_task

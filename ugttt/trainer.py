@@ -14,8 +14,9 @@ from .rundir import (RunDirError, append_jsonl, check_logs, open_regular, read_j
                           read_regular, remove_temporaries, write_atomic)
 from .families import family_entropy, label_family
 from .loss import kl_to_base
-from .policy import (LoRAEnsemble, adapter_state, fit_prompt, generate_groups, mean_token_mi, sampling_generator,
-                          save_adapters, score_rollouts, set_adapter_state)
+from .policy import LoRAEnsemble, adapter_state, save_adapters, set_adapter_state
+from .generation import fit_prompt, generate_groups, sampling_generator
+from .scores import mean_token_mi, score_rollouts
 from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value, streaming_summary
 from .tasks import get_task

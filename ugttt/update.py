@@ -12,9 +12,10 @@ from torch import Tensor
 from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
 from .loss import adapter_loss_term, clipped_surrogate, kept_rollouts, kl_token_advantages, nnm_term, token_mean
 from .regularizer import nnm_loss
-from .policy import (LoRAEnsemble, Rollouts, RolloutScores, a_stacks, adapter_logprobs, adapter_parameters, lora_layers,
-                          adapter_grad_norm, ensemble_logprobs, member_A, trainable_groups,
-                          training_mode)
+from .policy import (LoRAEnsemble, a_stacks, adapter_parameters, lora_layers, adapter_grad_norm, member_A,
+                          trainable_groups)
+from .generation import Rollouts
+from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, training_mode
 
 # %% auto #0
 __all__ = ['UpdateConfig', 'group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward',
@@ -71,8 +72,8 @@ def group_advantages(
 @dataclass
 class GroupUpdate:
     "One scored group, ready for the update: its rollouts, all-adapter scores, shaped advantages and kept rollouts."
-    rollouts: Rollouts      # the generated group (ugttt.policy.generate_group)
-    scores: RolloutScores   # its all-adapter scores, with base log-probs when kl_coef > 0 (ugttt.policy.score_rollouts)
+    rollouts: Rollouts      # the generated group (ugttt.generation.generate_group)
+    scores: RolloutScores   # its all-adapter scores, with base log-probs when kl_coef > 0 (ugttt.scores.score_rollouts)
     advantages: Tensor      # (G,) A_i^shaped
     keep: Tensor            # (G,) bool: rollouts that enter the loss and count in N
 
