@@ -81,7 +81,7 @@ class GroupUpdate:
 def make_optimizers(
     ens: LoRAEnsemble,                    # the ensemble to train
     cfg: UpdateConfig = UpdateConfig(),   # lr, betas, weight_decay, adam_eps
-) -> list[torch.optim.AdamW]:             # (K,) one optimiser per adapter
+) -> list[torch.optim.AdamW]:             # (K,) one optimiser per adapter (peft), or (1,) one over the stacks (stacked)
     "One AdamW per adapter over its A and B tensors (App. E: lr 4e-5; betas (0.9, 0.95) and weight decay 0 as the reference)."
     return [torch.optim.AdamW(group, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, eps=cfg.adam_eps)
             for group in trainable_groups(ens)]
@@ -192,7 +192,7 @@ def update_epoch(
     optimizers: list,                    # make_optimizers(ens, cfg)
     cfg: UpdateConfig = UpdateConfig(),  # the objective's coefficients
 ) -> dict:                               # n_kept, pg_loss (K,), nnm_loss, grad_norm (K,), max_ratio_dev
-    "One epoch's update: per-group sequential per-adapter backward, the NNM backward, then one AdamW step per adapter."
+    "One epoch's update: the policy-gradient backward (per adapter or all K at once), the NNM backward, then one AdamW step per adapter."
     if len(optimizers) != len(trainable_groups(ens)):
         raise ValueError(f"need make_optimizers(ens)'s {len(trainable_groups(ens))} optimiser(s), got {len(optimizers)}")
     n_kept = sum(int(g.keep.sum()) for g in groups)
