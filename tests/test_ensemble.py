@@ -291,3 +291,15 @@ def test_a_training_run_through_the_stacked_ensemble_equals_peft(tmp_path):
         got, want = f("stacked"), f("peft")
         test_eq(sorted(got), sorted(want))                                      # the same standard peft files
         for name in want: test_close(got[name], want[name], eps=1e-9)
+
+
+def test_init_adapters_draws_the_same_members_through_either_ensemble():
+    "ugttt.policy.init_adapters re-draws a stacked ensemble's members exactly as it draws peft's."
+    from dataclasses import replace
+    from ugttt.policy import init_adapters, member_A, trainable_groups
+    cfg = PolicyConfig.preset("tiny")
+    peft, stacked = LoRAEnsemble.from_config(cfg), LoRAEnsemble.from_config(replace(cfg, ensemble="stacked"))
+    for e in (peft, stacked): init_adapters(e, 7, 0.02)
+    for k in range(cfg.n_adapters):
+        test_eq(all(torch.equal(a, b) for a, b in zip(member_A(stacked, k), member_A(peft, k))), True)
+    test_eq(all(w.requires_grad for w in trainable_groups(stacked)[0]), True)

@@ -345,6 +345,7 @@ def init_adapters(
     identical: bool = False,  # every adapter from `seed` (K copies of one member)
 ) -> None:
     "Draw every adapter's A as peft does (Kaiming-uniform, a = sqrt 5) and B ~ N(0, b_std^2), adapter k from seed + 1000·k, on the CPU."
+    if ens.stack is not None: ens.stack.init_adapters(seed, b_std, identical); return   # the same draws (09_ensemble)
     with torch.no_grad():
         for k, name in enumerate(ens.names):
             g = torch.Generator().manual_seed(seed if identical else seed + 1000 * k)
