@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from .uncertainty import EnsembleTokenScores, ensemble_token_scores
 from .regularizer import stack_adapters
-from .ensemble import StackedLoRAEnsemble
+from .ensemble import StackedLoRAEnsemble, route_blocks
 from .default_model import load_default_model
 
 # %% auto #0
@@ -393,14 +393,12 @@ def _prefix_heads(
     adapter_names: list[str] | None,   # (B,) the rows' adapters, or None
     B: int,                            # rows
 ) -> list[str] | None:                 # the adapters of the prefix rows (one per equal block), [] for None; None: cannot share
-    "Which prefix rows a shared-prompt forward runs: one per block of rows with one adapter, if the rows are such blocks."
+    "Which prefix rows a shared-prompt forward runs: one per block of rows with one adapter (route_blocks), if there are fewer blocks than rows."
     if adapter_names is None: return []
     if len(set(adapter_names)) == 1: return adapter_names[:1]
     if ens.stack is None: return None                                  # peft's mixed batch: no shared prefix
-    m = len(set(adapter_names))
-    b = B // m
-    if B % m or any(adapter_names[j] != adapter_names[j - j % b] for j in range(B)): return None
-    return adapter_names[::b]
+    blocks = route_blocks(torch.tensor([ens._index[n] for n in adapter_names]), ens.n_adapters)   # the stacked layers' own cut
+    return [ens.names[k] for k in blocks] if len(blocks) < B else None
 
 def _forward(
     ens: LoRAEnsemble,
