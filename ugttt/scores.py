@@ -93,16 +93,25 @@ def adapter_logprobs(
     prefix_len: int = 0,     # the rows share their first prefix_len tokens (a group's prompt): computed once
 ) -> Tensor:                 # (B, T) log pi_k(token t | tokens < t) with gradient into adapter k; 0 in column 0 and on padding
     "Training forward of adapter k alone (LoRA dropout on): differentiable realised-token log-probs, LM head chunk by chunk."
-    if ens.cfg.gradient_checkpointing:
-        if not ens.model.training:   # the backward recomputes the forward: in eval mode its dropout would differ
-            raise RuntimeError("with gradient_checkpointing, run adapter_logprobs and its backward inside "
-                               "`with training_mode(ens, k):`, which keeps LoRA dropout on until the backward has run")
-        prefix_len = 0               # checkpointed layers keep no KV cache: no prefix sharing
+    prefix_len = _training_prefix(ens, prefix_len, "adapter_logprobs", "k")
     with training_mode(ens, k):
         hidden = last_hidden(ens, input_ids, attention_mask, prefix_len=prefix_len)   # (B, T, D)
         return _realised_logprobs(ens, hidden, input_ids, attention_mask)
 
 # %% ../nbs/10c_scores.ipynb #1681a54f
+def _training_prefix(
+    ens: LoRAEnsemble,
+    prefix_len: int,   # the shared prompt the caller asked to run once
+    caller: str,       # the training forward, for the message
+    k: str,            # how its training_mode block names the adapter ("k" or "None"), for the message
+) -> int:              # the prefix length the forward may share: 0 under gradient checkpointing
+    "Under gradient checkpointing: refuse a training forward outside training_mode, and share no prefix (no KV cache)."
+    if not ens.cfg.gradient_checkpointing: return prefix_len
+    if not ens.model.training:   # the backward recomputes the forward: in eval mode its dropout would differ
+        raise RuntimeError(f"with gradient_checkpointing, run {caller} and its backward inside "
+                           f"`with training_mode(ens, {k}):`, which keeps LoRA dropout on until the backward has run")
+    return 0                     # checkpointed layers keep no KV cache: no prefix sharing
+
 def _realised_logprobs(
     ens: LoRAEnsemble,
     hidden: Tensor,          # (B, T, D) final hidden states
@@ -126,11 +135,7 @@ def ensemble_logprobs(
     "Training forward of all K adapters at once (stacked ensemble): K adapter-major blocks of the same rows, LoRA dropout on."
     if ens.stack is None: raise ValueError("ensemble_logprobs trains all adapters in one forward: it needs ensemble='stacked'")
     K, (B, T) = ens.n_adapters, input_ids.shape
-    if ens.cfg.gradient_checkpointing:
-        if not ens.model.training:   # the backward recomputes the forward: in eval mode its dropout would differ
-            raise RuntimeError("with gradient_checkpointing, run ensemble_logprobs and its backward inside "
-                               "`with training_mode(ens, None):`, which keeps LoRA dropout on until the backward has run")
-        prefix_len = 0
+    prefix_len = _training_prefix(ens, prefix_len, "ensemble_logprobs", "None")
     ids, am = input_ids.repeat(K, 1), attention_mask.repeat(K, 1)                # (K·B, T) adapter-major blocks
     with training_mode(ens, None):
         hidden = last_hidden(ens, ids, am, [n for n in ens.names for _ in range(B)], prefix_len)   # (K·B, T, D)
