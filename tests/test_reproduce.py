@@ -168,3 +168,8 @@ def test_mechanism_runs_in_smoke_mode(tmp_path):
     assert "ugttt · seed 1" in rows and "Δ ugttt - baseline" in rows and any(r.startswith("control · ours (") for r in rows)
     for fig in ("entropy", "families", "mi", "adapters", "kl"):
         assert (out / f"mechanism_{fig}.pdf").read_bytes()[:4] == b"%PDF" and (out / f"mechanism_{fig}.png").stat().st_size > 0
+    ratio = pd.read_csv(out / "mechanism_mi_ratio.csv")                              # the MI criterion: K = 5 arms, every seed
+    assert sorted(ratio.arm.unique()) == sorted(arms[2:]) and len(ratio) == 4 * len(seeds)
+    assert (ratio.ratio - ratio.u_last / ratio.u_init).abs().max() < 1e-12 and isinstance(head["mi_collapse_without_nnm"], bool)
+    assert head["mi_collapse_without_nnm"] == bool((ratio.query("arm == 'no_nnm'").ratio < 0.1).all())
+    assert head["pilot_check"] == {}                                                    # smoke runs are not the pilot's runs
