@@ -8,13 +8,14 @@ ROOT = Path(__file__).resolve().parents[1]
 NBS = sorted((ROOT/'nbs').glob('[0-9]*.ipynb'))
 # `#| slow` cells run only with UGTTT_SLOW=1 (make slow); `#| cuda` cells only where a GPU is present.
 SKIP = ['notest'] + ([] if os.environ.get('UGTTT_SLOW') else ['slow'])
-# Tiers (pytest.ini): test-fast runs only the notebooks listed here, those of argument checks, math, tasks, config, run directories
+# Tiers (pytest.ini): test-fast runs only the notebooks listed here, those of argument checks, math, tasks, prompts, config, run directories
 # and analysis (no models, sandbox suites or training), by measured time (pytest --durations, nice -n 19, a 2-core
 # machine at load 6): 0.1 to 17 s each, 25 to 30 s together. The next cheapest stay out to keep test-fast under 2 min:
 # 06_sandbox_worker (2 s, sandbox internals), 13_tracking (3 s, W&B), 15_cli (6 s), 12_corpus (7 s), 09_ensemble (8 s),
 # 17_plan (9 s, LoRA models); the rest took 15 to 200 s. A notebook not listed, a new one too, is marked `notebook`.
-FAST = {'00_checks', '01_uncertainty', '02_advantage', '03_regularizer', '04_propositions', '05_scoring', '05_tasks', '07_families',
-        '07_family_syntax', '08_puct', '10_streaming', '11_loss', '13_config', '13_rundir', '14_analysis'}
+FAST = {'00_checks', '01_uncertainty', '02_advantage', '03_regularizer', '04_propositions', '05_scoring', '05_tasks',
+        '05b_prompts', '07_families', '07_family_syntax', '08_puct', '10_streaming', '11_loss', '13_config', '13_rundir',
+        '14_analysis'}
 
 
 def _has_cuda() -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from string import Template
 
@@ -18,8 +19,8 @@ from .tasks import COMPACT_PROGRAM_MARKER, TASK_NAMES, THINK_END, THINK_START, S
 __all__ = ['CORPUS_VERSION', 'AC1_TEMPLATES', 'AC2_TEMPLATES', 'CP26_TEMPLATES', 'CP26_ROWS', 'ERDOS_TEMPLATES', 'TEMPLATES',
            'TEMPLATE_FAMILIES', 'THOUGHTS', 'template_slots', 'fill_template', 'ac1_params', 'ac2_params',
            'cp26_params', 'erdos_params', 'thought', 'completion', 'corpus_program', 'generate_programs',
-           'evaluate_at_root', 'worse_than_best', 'score_programs', 'corpus_programs', 'score_span', 'make_examples',
-           'build_corpus']
+           'evaluate_at_root', 'worse_than_best', 'score_programs', 'corpus_programs', 'score_span', 'ExampleMix',
+           'make_examples', 'build_corpus']
 
 # %% ../nbs/12_corpus.ipynb #8ac21d0c
 CORPUS_VERSION = "default-corpus-v2"
@@ -833,22 +834,39 @@ def score_span(
     past = task.best_known + (beyond if task.direction == "max" else -beyond) * abs(worst - task.best_known)
     return (min(worst, past), max(worst, past))
 
+# %% ../nbs/12_corpus.ipynb #ec29d1f3
+@dataclass(frozen=True)
+class ExampleMix:
+    "How make_examples draws a prompt's parent: shares of the three kinds, probabilities of the scores and templates shown."
+    none_frac: float = 0.15      # share of prompts without a parent (score "none")
+    root_frac: float = 0.2       # share of prompts whose parent is a root state
+    real_bound: float = 0.4      # probability that a code parent shows its real bound (else a synthetic one)
+    any_bound: float = 0.2       # probability that a synthetic score spans all four tasks' ranges
+    same_template: float = 0.5   # probability that a code parent's child uses the parent's template
+    grandparent: float = 0.5     # probability that a code parent also shows an earlier score
+
+    def __post_init__(self):
+        "Refuse a share or probability outside [0, 1], and none and root shares that add up to more than 1."
+        _check_fractions(**asdict(self))
+        if self.none_frac + self.root_frac > 1:
+            raise ValueError(f"none_frac + root_frac must be at most 1, got {self.none_frac + self.root_frac}")
+
+# %% ../nbs/12_corpus.ipynb #92a983ef
+def _check_fractions(**fractions):
+    "Raise a ValueError naming any share or probability outside [0, 1]."
+    for name, v in fractions.items():
+        if not 0 <= v <= 1: raise ValueError(f"{name} must be in [0, 1], got {v}")
+
 # %% ../nbs/12_corpus.ipynb #1d36dd4e
 def make_examples(
     programs: list[dict],         # scored programs (corpus_programs)
     seed: int = 0,                # seeds the pairing
     per_task: int = 12_000,       # examples per task
-    none_frac: float = 0.15,      # share of prompts without a parent (score "none")
-    root_frac: float = 0.2,       # share of prompts whose parent is a root state
-    real_bound: float = 0.4,      # probability that a code parent shows its real bound (else a synthetic one)
-    any_bound: float = 0.2,       # probability that a synthetic score spans all four tasks' ranges
-    same_template: float = 0.5,   # probability that a code parent's child uses the parent's template
-    grandparent: float = 0.5,     # probability that a code parent also shows an earlier score
+    mix: ExampleMix | None = None,   # shares of the parents' kinds, probabilities of the scores shown; None: ExampleMix()
 ) -> list[dict]:                  # [{"task", "prompt", "completion", "template", "parent", "parent_template", "shown"}]
     "Pair compact prompts (no parent, a root, or a corpus parent with a real or synthetic score) with child completions."
-    _check_fractions(none_frac=none_frac, root_frac=root_frac, real_bound=real_bound, any_bound=any_bound,
-                     same_template=same_template, grandparent=grandparent)
-    if none_frac + root_frac > 1: raise ValueError(f"none_frac + root_frac must be at most 1, got {none_frac + root_frac}")
+    if mix is None: mix = ExampleMix()
+    if not isinstance(mix, ExampleMix): raise TypeError(f"mix must be an ExampleMix, got {type(mix).__name__}")
     by_task = {t: [p for p in programs if p["task"] == t] for t in TASK_NAMES}
     for t, ps in by_task.items():
         if not ps: raise ValueError(f"no scored programs for task {t!r}")
@@ -857,7 +875,7 @@ def make_examples(
     rng = np.random.default_rng(seed)
 
     def synthetic(t):
-        lo, hi = everywhere if rng.random() < any_bound else spans[t]
+        lo, hi = everywhere if rng.random() < mix.any_bound else spans[t]
         return float(rng.uniform(lo, hi))
 
     examples = []
@@ -869,17 +887,17 @@ def make_examples(
         roots = [task.initial_state()] + [task.initial_state(seed=s) for s in range(8)]
         for _ in range(per_task):
             u = rng.random()
-            if u < none_frac: kind, parent, ptemplate = "none", None, None
-            elif u < none_frac + root_frac:
+            if u < mix.none_frac: kind, parent, ptemplate = "none", None, None
+            elif u < mix.none_frac + mix.root_frac:
                 kind, ptemplate = "root", None
                 parent = roots[0 if rng.random() < 0.5 else rng.integers(1, len(roots))]
             else:
                 kind, pp = "code", ps[rng.integers(len(ps))]
-                bound = pp["bound"] if rng.random() < real_bound else synthetic(task_name)
-                before = [synthetic(task_name)] if rng.random() < grandparent else []
+                bound = pp["bound"] if rng.random() < mix.real_bound else synthetic(task_name)
+                before = [synthetic(task_name)] if rng.random() < mix.grandparent else []
                 reward = 1 / bound if task.direction == "min" else bound
                 parent, ptemplate = State(code=pp["code"], bound=bound, reward=reward, parent_bounds=before), pp["template"]
-            same = ptemplate is not None and rng.random() < same_template
+            same = ptemplate is not None and rng.random() < mix.same_template
             ctemplate = ptemplate if same else names[rng.integers(len(names))]
             child = by_template[ctemplate][rng.integers(len(by_template[ctemplate]))]
             examples.append({"task": task_name, "prompt": task.prompt(parent, style="compact"),
@@ -888,12 +906,6 @@ def make_examples(
                              "parent": kind, "parent_template": ptemplate,
                              "shown": None if parent is None else parent.bound})
     return examples
-
-# %% ../nbs/12_corpus.ipynb #92a983ef
-def _check_fractions(**fractions):
-    "Raise a ValueError naming any share or probability outside [0, 1]."
-    for name, v in fractions.items():
-        if not 0 <= v <= 1: raise ValueError(f"{name} must be in [0, 1], got {v}")
 
 # %% ../nbs/12_corpus.ipynb #4320008d
 def build_corpus(

@@ -222,7 +222,7 @@ def train_default_model(
     finally:
         torch.set_num_threads(prev_threads)
     model.eval()
-    info = _training_info(c, examples, encoded, data, tokenizer, model, curve, t0, t_train)
+    info = _training_info(c, examples, encoded, tokenizer, model, curve, t0, t_train)
     model.generation_config = GenerationConfig(do_sample=True, temperature=1.0, top_k=0, top_p=1.0, max_new_tokens=320,
                                                eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     if out_dir is not None: _save(model, tokenizer, info, Path(out_dir), getattr(torch, c.save_dtype))
@@ -250,10 +250,20 @@ def _train_loop(model, data, pad_id, c, log):
     return curve, t_train
 
 # %% ../nbs/12_default_model.ipynb #1292671e
-def _training_info(c, examples, encoded, data, tokenizer, model, curve, t0, t_train):
+def _training_info(
+    c,            # the DefaultModelConfig trained
+    examples,     # the training examples (prompt and completion dicts)
+    encoded,      # encode_example of each example: (ids, labels), or None for one longer than max_len
+    tokenizer,    # the trained tokenizer
+    model,        # the trained model
+    curve,        # the loss curve [[step, mean loss]] of _train_loop
+    t0,           # time.time() when train_default_model started
+    t_train,      # time.time() when the optimisation loop started
+) -> dict:
     "What training_info.json records: corpus, config, sizes, loss curve, timings, versions, the reproduce command."
     import tokenizers, transformers
     from ugttt.corpus import CORPUS_VERSION
+    data = [x for x in encoded if x is not None]   # the examples trained on, as train_default_model keeps them
     digest = hashlib.sha256(json.dumps([[e["prompt"], e["completion"]] for e in examples]).encode()).hexdigest()
     args = ", ".join(f"{k}={v!r}" for k, v in asdict(c).items() if v != getattr(DefaultModelConfig, k))
     return {"corpus_version": CORPUS_VERSION, "corpus_sha256": digest, "config": asdict(c),

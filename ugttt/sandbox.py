@@ -97,8 +97,7 @@ def truncate_output(
 # %% ../nbs/06_sandbox.ipynb #d21f3a09
 def describe_outcome(
     report: dict | None,   # the zygote's report, None when the worker was lost
-    data: bytes,           # result bytes received
-    too_large: bool,       # the result exceeded max_result_bytes
+    data: bytes | None,    # result bytes received; None: more than max_result_bytes arrived (and were dropped)
     budget_s: float,       # the budget the program had (quoted in a timeout)
     memory_mb: int,        # its memory limit (quoted in an out-of-memory error)
     max_result_bytes: int, # the result size cap (quoted when exceeded)
@@ -112,7 +111,7 @@ def describe_outcome(
         return False, None, f'sandbox worker lost during the run: {lost}', False
     if report.get('status') == 'timeout' or elapsed_s > budget_s:   # the caller's clock counts, not only the zygote's
         return False, None, f'timeout: exceeded {budget_s:g} s budget', True
-    if too_large: return False, None, f'result too large: more than max_result_bytes={max_result_bytes} bytes', False
+    if data is None: return False, None, f'result too large: more than max_result_bytes={max_result_bytes} bytes', False
     sig = report.get('signal')
     if sig:
         try: name = signal.Signals(sig).name
@@ -524,9 +523,9 @@ class _Worker:
         elapsed = (end or time.monotonic()) - t0
         oom = bool(self.cg) and self.cg.oom_kills() > oom0
         if report is None or lost: self.kill()
-        data, t_read = bytes(res), time.monotonic()
+        data, t_read = None if too_large else bytes(res), time.monotonic()   # None: over the cap, dropped
         res.clear()                                            # one copy of the reply while it is parsed, not two
-        ok, value, error, timed_out = describe_outcome(report, data, too_large, budget_s, sb.memory_mb,
+        ok, value, error, timed_out = describe_outcome(report, data, budget_s, sb.memory_mb,
                                                        sb.max_result_bytes, oom, lost, elapsed)
         elapsed += time.monotonic() - t_read                   # reading the result is part of the program's time
         if report is not None and lost and not timed_out:   # something of the program outlived the cleanup: never trust that run

@@ -16,21 +16,19 @@ from typing import Callable
 import numpy as np
 from fastcore.basics import patch
 from .checks import check_int, is_int
+from .prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, chat_prompt, compact_prompt
 from .scoring import (
     MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, CP26_TOLERANCE, ERDOS_C5_RTOL, Score, as_float_array, full_convolution,
     clipped_heights, c1_upper_bound, c2_lower_bound, validate_packing, overlap_step_function, c5_upper_bound,
     verify_c5_solution, score_ac1, score_ac2, score_cp26, score_erdos)
 
 # %% auto #0
-__all__ = ['TASK_NAMES', 'COMPACT_PROGRAM_MARKER', 'THINK_START', 'THINK_END', 'STDOUT_TAIL_CHARS', 'MAX_PROGRAM_CHARS', 'TASKS',
-           'State', 'Evaluation', 'Task', 'get_task', 'check_task', 'extract_program', 'verifier_source',
-           'program_source']
+__all__ = ['TASK_NAMES', 'THINK_START', 'THINK_END', 'MAX_PROGRAM_CHARS', 'TASKS', 'State', 'Evaluation', 'Task', 'get_task',
+           'check_task', 'extract_program', 'verifier_source', 'program_source']
 
 # %% ../nbs/05_tasks.ipynb #dccf75f3
 TASK_NAMES = ("ac1", "ac2", "cp26", "erdos")
-COMPACT_PROGRAM_MARKER = "<|program|>"   # a compact prompt ends with this line; the model's program follows it
 THINK_START, THINK_END = "<think>", "</think>"   # a thinking phase (Qwen3 chat models, the embedded model) sits between these
-STDOUT_TAIL_CHARS = 500                  # tail of the parent's output shown in a chat prompt (reference: 500)
 MAX_PROGRAM_CHARS = 200_000              # longer programs are refused unsent: a whole 32k-token completion is ~130k characters
 
 # %% ../nbs/05_tasks.ipynb #1de97f1c
@@ -379,118 +377,9 @@ def prompt(
     check_int("code_chars", code_chars, 0, allow_none=True)
     check_int("output_chars", output_chars, 0)
     p = parent if parent is not None else State()
-    if style == "chat": return _chat_prompt(self, p, budget_s, cpus, code_chars, output_chars)
-    if style == "compact": return _compact_prompt(self, p, code_chars)
+    if style == "chat": return chat_prompt(self, p, verifier_source(self), budget_s, cpus, code_chars, output_chars)
+    if style == "compact": return compact_prompt(self, p, code_chars)
     raise ValueError(f"unknown prompt style {style!r}; use 'chat' or 'compact'")
-
-# %% ../nbs/05_tasks.ipynb #b840b394
-def _compact_prompt(
-    task: Task,       # the task
-    p: State,         # the parent state (the empty State for none)
-    code_chars: int | None = None,   # characters of the parent's code shown at most; None: all
-) -> str:             # the fixed compact format documented above, ending with COMPACT_PROGRAM_MARKER
-    "The short prompt of the embedded model: task, entry and return format, bound (before -> after), target, parent code, marker."
-    if p.bound is None: value = "none"
-    elif p.parent_bounds and p.parent_bounds[0] is not None: value = f"{p.parent_bounds[0]:.6f} -> {p.bound:.6f}"
-    else: value = f"{p.bound:.6f}"
-    better = "lower" if task.direction == "min" else "higher"
-    return "\n".join([f"task: {task.name}", f"entry: {task.entry_point}() -> {task.returns_short}",
-                      f"{task.bound_name}: {value}", f"target: {task.target:g} ({better} is better)",
-                      "parent:", _shown_code(p.code, code_chars) or "(none)", COMPACT_PROGRAM_MARKER])
-
-# %% ../nbs/05_tasks.ipynb #54650941
-def _chat_prompt(
-    task: Task,       # the task
-    p: State,         # the parent state (the empty State for none)
-    budget_s: float,  # wall-clock budget the program will get
-    cpus: int,        # CPU cores the program will get
-    code_chars: int | None = None,           # characters of the parent's code shown at most; None: all
-    output_chars: int = STDOUT_TAIL_CHARS,   # characters of the parent's output tail shown at most
-) -> str:
-    "The full prompt for an instruction-tuned model: problem, read-only verifier, parent value/target/gap, code, output tail, rules."
-    name, fmt = task.bound_name, f".{task.digits}f"
-    better = "lower is better" if task.direction == "min" else "higher is better"
-    lines = ["You write Python programs that search for better constructions on an open problem in mathematics.",
-             "", f"## Problem: {task.title}", "", task.problem, "",
-             "## How the result is scored (read-only)", "",
-             "Your program runs after the code below, so all of these names (and `np`, `math`) already exist when it "
-             "starts; call them as often as you like, for example to check a candidate. Changing them in your process "
-             "changes nothing: what your entry point returns is scored again, outside your process, by this same code.",
-             "", _fence(verifier_source(task).rstrip(), "python"), "", "## Where the search stands", ""]
-    if p.bound is None: lines.append(f"No construction has been scored yet ({better}).")
-    elif p.parent_bounds and p.parent_bounds[0] is not None:
-        lines.append(f"{name} before -> after the previous program ({better}): "
-                     f"{p.parent_bounds[0]:{fmt}} -> {p.bound:{fmt}}")
-    else: lines.append(f"{name} of the current construction ({better}): {p.bound:{fmt}}")
-    op = "<=" if task.direction == "min" else ">="
-    if p.bound is None: lines.append(f"Target: {name} {op} {task.target:g}.")
-    else:
-        gap = p.bound - task.target if task.direction == "min" else task.target - p.bound
-        lines.append(f"Target: {name} {op} {task.target:g}; remaining gap {gap:.6f}" +
-                     (" (reached; every further improvement is still rewarded)." if gap <= 0 else
-                      ". Improvements beyond the target are rewarded too."))
-    if p.construction is not None:
-        where = (f"available to your program as the numpy array `{task.warm_start}`; starting from it is optional "
-                 "and a fresh start is welcome" if task.warm_start else "not passed to your program")
-        lines.append(f"The current construction has {len(p.construction)} {task.unit}, {where}.")
-    lines += ["", "## Previous program", ""]
-    lines += [_fence(_shown_code(p.code, code_chars), "python") if p.code.strip() else "There is none yet: write a program from scratch."]
-    if (p.stdout or "").strip():
-        lines += ["", f"## Output of the previous program (last {STDOUT_TAIL_CHARS} characters at most)", "",
-                  _fence(_output_tail(p.stdout, output_chars))]
-    lines += ["", "## Rules", "",
-              f"- Define `{task.entry_point}()` at the top level. It is called with no arguments (give every "
-              f"parameter a default) and must return {task.returns}.",
-              "- Use only the Python standard library, numpy and scipy.",
-              f"- The program gets {cpus} CPU core{'s' if cpus != 1 else ''} and {budget_s:g} seconds of wall-clock "
-              "time in total; a program still running then is stopped and scores 0, so leave a margin.",
-              "- No file access, no network, no subprocesses.",
-              "- Define helper functions at the top level of the module.",
-              f"- Use print() for notes to yourself: the last {STDOUT_TAIL_CHARS} characters of the output are shown "
-              "in the next round.",
-              "- An invalid result (wrong format, NaN, a violated constraint) scores 0.", "",
-              ("Work out why the previous program reached this value and what could do better, preferably a "
-               "different method; only a real improvement is rewarded." if p.code.strip() else
-               "Work out a promising method."),
-              "Then give the complete program in one block between ```python and ```."]
-    return "\n".join(lines)
-
-# %% ../nbs/05_tasks.ipynb #921626af
-def _fence(
-    text: str,        # text to show verbatim (a program, its output)
-    info: str = "",   # the fence's info string, e.g. "python"
-) -> str:             # the text between an opening and a closing fence of equal length
-    "Text in a Markdown code fence one backtick longer than the longest run of backticks inside it (at least three)."
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{info}\n{text}\n{fence}"
-
-# %% ../nbs/05_tasks.ipynb #17530947
-def _output_tail(
-    stdout: str,      # a program's output as the sandbox returned it
-    max_chars: int = STDOUT_TAIL_CHARS,   # characters of the tail kept
-) -> str:             # its stripped tail, at most max_chars characters behind a truncation note
-    "The last max_chars (STDOUT_TAIL_CHARS) characters of the stripped output, behind the sandbox's truncation note when cut."
-    from ugttt.sandbox import truncate_output    # the sandbox's own truncation, loaded only when output is shown
-    tail = stdout.strip().encode("utf-8", "surrogatepass")
-    return truncate_output(tail, len(tail), max_chars)
-
-# %% ../nbs/05_tasks.ipynb #d04222bf
-def _shown_code(
-    code: str,               # the parent's program
-    max_chars: int | None,   # characters of it shown at most; None: all
-) -> str:                    # the stripped code, or its head and tail around a line saying how much is left out
-    "The parent's stripped code, or when longer than max_chars its head and tail (cut at line ends) around a marker line."
-    code = code.strip()
-    if max_chars is None or len(code) <= max_chars: return code
-    h, t = (max_chars + 1) // 2, len(code) - max_chars // 2         # head code[:h], tail code[t:]
-    head, tail = code[:h], code[t:]
-    if code[h] != "\n": head = head[:head.rfind("\n") + 1]          # whole lines only, so that the marker is a line
-    if code[t - 1] != "\n": tail = tail[tail.find("\n") + 1:] if "\n" in tail else ""
-    head = head.rstrip("\n")
-    left_out = len(code) - len(head) - len(tail)
-    marker = f"# ... [{left_out} of the program's {len(code)} characters are left out here: it is too long for the prompt] ..."
-    return "\n".join(s for s in (head, marker, tail) if s)
 
 # %% ../nbs/05_tasks.ipynb #bf1ead11
 @patch
