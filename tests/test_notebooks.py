@@ -14,8 +14,8 @@ SKIP = ['notest'] + ([] if os.environ.get('UGTTT_SLOW') else ['slow'])
 # 06_sandbox_worker (2 s, sandbox internals), 13_tracking (3 s, W&B), 15_cli (6 s), 12_corpus (7 s), 09_ensemble (8 s),
 # 17_plan (9 s, LoRA models); the rest took 15 to 200 s. A notebook not listed, a new one too, is marked `notebook`.
 FAST = {'00_checks', '01_uncertainty', '02_advantage', '03_regularizer', '04_propositions', '05_scoring', '05_tasks',
-        '05b_prompts', '07_families', '07_family_syntax', '08_puct', '10_streaming', '11_loss', '13_config', '13_rundir',
-        '14_analysis'}
+        '05b_prompts', '07_families', '07_family_syntax', '08_puct', '10_streaming', '11_loss', '13_config', '13_metrics',
+        '13_rundir', '14_analysis'}
 
 
 def _has_cuda() -> bool:

@@ -4,13 +4,14 @@
 
 # %% ../nbs/14_analysis.ipynb #cc8565b4
 from __future__ import annotations
-import json, math
+import json, math, os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 from .checks import check_int
 from .families import family_entropy
+from .rundir import CONFIG, METRICS, TRAJECTORIES, RunDirError, read_json, read_jsonl
 
 # %% auto #0
 __all__ = ['PAPER_TOP_SHARE', 'T_INTERVAL', 'BCA_INTERVAL', 'BCA_FROM', 'SIGN_FLIP_MAX', 'Run', 'load_run', 'best_curve', 'r_max',
@@ -37,21 +38,12 @@ def load_run(
     path,   # a run directory
 ) -> Run:
     "Read a run directory (complete JSON lines only; a partial last line of a live run is ignored); regular files only."
-    from ugttt.rundir import RunDirError, read_json
     path = Path(path)
-    if not ((path / "config.json").exists() or (path / "config.json").is_symlink()): raise FileNotFoundError(f"{path} is not a run directory (no config.json)")
-    config = read_json(path / "config.json")   # a link, a FIFO or a device is refused, not followed or read
-    if not isinstance(config, dict): raise RunDirError(f"{path / 'config.json'} is not a JSON object of config fields")
-    return Run(path, config, _read_lines(path / "trajectories.jsonl"),
-               [r for r in _read_lines(path / "metrics.jsonl") if "progress/epoch" in r])
-
-# %% ../nbs/14_analysis.ipynb #d34169c9
-def _read_lines(
-    path: Path,   # a JSON-lines file (may be missing)
-) -> list[dict]:  # its complete records
-    "The complete records of a JSON-lines file; a missing file has none (13_rundir's read_jsonl: regular files only)."
-    from ugttt.rundir import read_jsonl
-    return read_jsonl(path)[0]
+    if not os.path.lexists(path / CONFIG): raise FileNotFoundError(f"{path} is not a run directory (no config.json)")
+    config = read_json(path / CONFIG)   # a link, a FIFO or a device is refused, not followed or read
+    if not isinstance(config, dict): raise RunDirError(f"{path / CONFIG} is not a JSON object of config fields")
+    return Run(path, config, read_jsonl(path / TRAJECTORIES)[0],   # 13_rundir's reader: complete lines, regular files only
+               [r for r in read_jsonl(path / METRICS)[0] if "progress/epoch" in r])
 
 # %% ../nbs/14_analysis.ipynb #dc5e8db8
 def best_curve(

@@ -125,18 +125,17 @@ def config_from_args(args) -> TrainConfig:
 # %% ../nbs/15_cli.ipynb #a90fa8ae
 def report_rows(runs) -> list[dict]:
     "Per run directory: task, method, epochs done, R_max, final-epoch family entropy, mean token MI, correct rate."
-    from ugttt.rundir import RunDirError, read_json, read_jsonl   # regular files only: a FIFO or /dev/zero is refused, not read
+    from ugttt.analysis import load_run   # regular files only: a FIFO or /dev/zero is refused, not read
+    from ugttt.rundir import CONFIG, RunDirError
     rows = []
-    for run in runs:
-        run = Path(run)
-        if not os.path.lexists(run / "config.json"): raise FileNotFoundError(f"{run} is not a run directory (no config.json)")
-        cfg = read_json(run / "config.json")
-        if not isinstance(cfg, dict) or not all(isinstance(cfg.get(k), str) for k in ("task", "method")):
-            raise RunDirError(f"{run / 'config.json'} is not a run's config (no task and method)")
-        epochs = [r for r in read_jsonl(run / "metrics.jsonl")[0] if "progress/epoch" in r]
+    for path in runs:
+        run = load_run(path)
+        cfg, epochs = run.config, run.epochs
+        if not all(isinstance(cfg.get(k), str) for k in ("task", "method")):
+            raise RunDirError(f"{run.path / CONFIG} is not a run's config (no task and method)")
         last = epochs[-1] if epochs else {}
         mi = [v for v in (_number(e.get("mi/token_mean")) for e in epochs) if v is not None]
-        rows.append(dict(run=str(run), task=cfg["task"], method=cfg["method"], epochs=len(epochs),
+        rows.append(dict(run=str(run.path), task=cfg["task"], method=cfg["method"], epochs=len(epochs),
                          R_max=_number(last.get("train/reward/exec/best")), H_bits=_number(last.get("families/entropy_bits")),
                          mean_MI=sum(mi) / len(mi) if mi else None, correct=_number(last.get("train/correctness/rate"))))
     return rows

@@ -127,18 +127,16 @@ def run_state(
     cfg: TrainConfig,     # the config the experiment wants there
 ) -> str:                 # "missing", "partial" or "finished"
     "Whether the run is missing, partial or finished; ValueError if the directory holds a different config or is damaged."
-    from ugttt.rundir import check_logs, read_latest
+    from ugttt.rundir import CONFIG, finished_epochs
     path = Path(path)
     if not os.path.lexists(path): return "missing"
-    if not path.is_dir() or not os.path.lexists(path / "config.json"):
+    if not path.is_dir() or not os.path.lexists(path / CONFIG):
         raise ValueError(f"{path} exists but is not a run directory (no config.json); move it away")
     diff = stored_config_diff(path, cfg)                              # plain data: a task it names is never imported
     if diff:
         raise ValueError(f"{path} holds a run with a different config ({'; '.join(diff[:4])}); "
                          "choose another runs_dir or move that run away")
-    latest = read_latest(path)
-    done = latest[0] + 1 if latest else 0
-    check_logs(path, done)                                            # a finished run's logs hold every epoch
+    done = finished_epochs(path)                                      # a finished run's logs hold every epoch
     return "finished" if done >= cfg.epochs else "partial"
 
 # %% ../nbs/16_reproduce.ipynb #d22a91c3

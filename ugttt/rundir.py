@@ -9,12 +9,57 @@ from pathlib import Path
 from .checks import is_int
 
 # %% auto #0
-__all__ = ['TRACKER_DIRS', 'RunDirError', 'open_regular', 'read_regular', 'read_json', 'read_jsonl', 'append_jsonl',
-           'open_append', 'write_atomic', 'remove_temporaries', 'check_tree', 'read_latest', 'check_logs']
+__all__ = ['CONFIG', 'METRICS', 'TRAJECTORIES', 'PUCT', 'CHECKPOINTS', 'LATEST', 'TRAINER_STATE', 'SAMPLER_STATE',
+           'STREAMING_STATE', 'ADAPTERS', 'ADAPTER_WEIGHTS', 'TRACKER_DIRS', 'RunDirError', 'snapshot_path',
+           'checkpoint_path', 'adapter_weights', 'checkpoint_files', 'open_regular', 'read_regular', 'read_json',
+           'read_jsonl', 'append_jsonl', 'open_append', 'write_atomic', 'remove_temporaries', 'create_run',
+           'check_tree', 'read_latest', 'write_latest', 'check_checkpoint', 'check_logs', 'finished_epochs',
+           'keep_epochs']
 
 # %% ../nbs/13_rundir.ipynb #a76c5d28
 class RunDirError(ValueError):
     "A file of a run directory that cannot be used as it is; the message names the file and the problem."
+
+# %% ../nbs/13_rundir.ipynb #69265ef8
+CONFIG = "config.json"                # the resolved TrainConfig (ugttt.config.config_to_dict), written first
+METRICS = "metrics.jsonl"             # one JSON object per rollout, per group and per epoch (13_metrics)
+TRAJECTORIES = "trajectories.jsonl"   # one line per rollout: prompt, generated text, rewards, U_i, family, streaming
+PUCT = "puct"                         # the PUCT sampler's snapshot after each epoch (snapshot_path)
+CHECKPOINTS = "checkpoints"           # one directory per finished epoch (checkpoint_path), and LATEST
+LATEST = "latest.json"                # checkpoints/latest.json, {"epoch": e, "path": "epoch_XXXX"}: the newest checkpoint
+TRAINER_STATE = "trainer_state.pt"    # in a checkpoint: epoch, rollout counter, optimiser and RNG states (tensors only)
+SAMPLER_STATE = "sampler.json"        # in a checkpoint: the PUCT sampler (PUCTSampler.to_dict)
+STREAMING_STATE = "streaming.json"    # in a checkpoint: the streaming gate's history (StreamingHistory.to_dict)
+ADAPTERS = "adapters"                 # in a checkpoint: adapters/adapter_k, each a standard peft adapter
+ADAPTER_WEIGHTS = "adapter_model.safetensors"   # an adapter's tensors, under peft's own file name
+
+def snapshot_path(
+    run_dir,      # a run directory
+    epoch: int,   # a finished epoch
+) -> Path:        # run_dir/puct/step_XXXXXX.json
+    "The file of the PUCT sampler's snapshot after an epoch."
+    return Path(run_dir) / PUCT / f"step_{epoch:06d}.json"
+
+def checkpoint_path(
+    run_dir,      # a run directory
+    epoch: int,   # a finished epoch
+) -> Path:        # run_dir/checkpoints/epoch_XXXX
+    "The directory of an epoch's checkpoint."
+    return Path(run_dir) / CHECKPOINTS / f"epoch_{epoch:04d}"
+
+def adapter_weights(
+    checkpoint,   # a checkpoint directory (checkpoint_path)
+    name: str,    # the adapter's name, adapter_k (LoRAEnsemble.names)
+) -> Path:        # checkpoint/adapters/adapter_k/adapter_model.safetensors
+    "The safetensors file of one adapter in a checkpoint."
+    return Path(checkpoint) / ADAPTERS / name / ADAPTER_WEIGHTS
+
+def checkpoint_files(
+    n_adapters: int,   # K
+) -> list[str]:        # paths relative to the checkpoint directory
+    "The files a complete checkpoint holds: trainer state, sampler, streaming history and each adapter's tensors."
+    names = [f"adapter_{k}" for k in range(n_adapters)]   # LoRAEnsemble's names (09_policy)
+    return [TRAINER_STATE, SAMPLER_STATE, STREAMING_STATE, *(f"{ADAPTERS}/{n}/{ADAPTER_WEIGHTS}" for n in names)]
 
 # %% ../nbs/13_rundir.ipynb #3b38f369
 def open_regular(
@@ -141,6 +186,18 @@ def remove_temporaries(
         if _TEMPORARY.fullmatch(p.name) and not p.is_symlink() and p.is_file(): p.unlink(); gone.append(p.name)
     return gone
 
+# %% ../nbs/13_rundir.ipynb #3d53a6ee
+def create_run(
+    run_dir,        # the run directory; must not exist
+    config: dict,   # the run's config as plain data (ugttt.config.config_to_dict)
+) -> None:
+    "Create a new run's directory: puct/, checkpoints/, config.json and empty logs; FileExistsError if it exists."
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / PUCT).mkdir(); (run_dir / CHECKPOINTS).mkdir()
+    write_atomic(run_dir / CONFIG, json.dumps(config, indent=1))
+    for name in (METRICS, TRAJECTORIES): write_atomic(run_dir / name, b"")
+
 # %% ../nbs/13_rundir.ipynb #b12b8ea4
 TRACKER_DIRS = ("tensorboard", "wandb")   # top-level directories a tracker owns (13_tracking): their contents are its own
 
@@ -164,8 +221,8 @@ def read_latest(
     run_dir,                          # a run directory
 ) -> tuple[int, Path] | None:         # (epoch, its checkpoint directory), or None before the first checkpoint
     "The newest complete checkpoint named by checkpoints/latest.json; RunDirError if the file is malformed or leads elsewhere."
-    ck = Path(run_dir) / "checkpoints"
-    path = ck / "latest.json"
+    ck = Path(run_dir) / CHECKPOINTS
+    path = ck / LATEST
     if not os.path.lexists(path):
         stray = sorted(p.name for p in ck.iterdir() if _EPOCH_DIR.fullmatch(p.name)) if ck.is_dir() else []
         if stray: raise RunDirError(f"{path} is missing but {ck} holds {stray[-1]}; the run is damaged (move it away)")
@@ -175,10 +232,27 @@ def read_latest(
         raise RunDirError(f"{path} must be {{\"epoch\": int, \"path\": \"epoch_XXXX\"}}, got {str(d)[:80]}")
     e, name = d["epoch"], d["path"]
     if not is_int(e, 0): raise RunDirError(f"{path}: epoch must be an int >= 0, got {e!r}")
-    if name != f"epoch_{e:04d}": raise RunDirError(f"{path}: path must be the epoch's directory 'epoch_{e:04d}', got {str(name)[:80]!r}")
+    own = checkpoint_path(run_dir, e).name
+    if name != own: raise RunDirError(f"{path}: path must be the epoch's directory '{own}', got {str(name)[:80]!r}")
     target = ck / name
     if target.is_symlink() or not target.is_dir(): raise RunDirError(f"{path} names {target}, which is not a checkpoint directory")
     return e, target
+
+def write_latest(
+    run_dir,      # a run directory
+    epoch: int,   # the epoch whose checkpoint (checkpoint_path) is complete
+) -> None:
+    "Point checkpoints/latest.json at an epoch's checkpoint, atomically."
+    write_atomic(Path(run_dir) / CHECKPOINTS / LATEST, json.dumps(dict(epoch=epoch, path=checkpoint_path(run_dir, epoch).name)))
+
+# %% ../nbs/13_rundir.ipynb #11137442
+def check_checkpoint(
+    checkpoint,        # a checkpoint directory (read_latest's)
+    n_adapters: int,   # K, the run's adapters
+) -> None:
+    "RunDirError naming the first file of a complete checkpoint (checkpoint_files) that is missing."
+    for f in checkpoint_files(n_adapters):
+        if not (Path(checkpoint) / f).is_file(): raise RunDirError(f"cannot resume: {Path(checkpoint) / f} is missing")
 
 # %% ../nbs/13_rundir.ipynb #e23cf598
 def check_logs(
@@ -187,9 +261,37 @@ def check_logs(
 ) -> None:
     "RunDirError if metrics.jsonl lacks an epoch record, or trajectories.jsonl the rollouts, of an epoch the checkpoint says is finished."
     run_dir = Path(run_dir)
-    metrics = {r.get("progress/epoch") for r in read_jsonl(run_dir / "metrics.jsonl")[0]}
-    rollouts = {r.get("epoch") for r in read_jsonl(run_dir / "trajectories.jsonl")[0]}
-    for name, have in (("metrics.jsonl", metrics), ("trajectories.jsonl", rollouts)):
+    metrics = {r.get("progress/epoch") for r in read_jsonl(run_dir / METRICS)[0]}
+    rollouts = {r.get("epoch") for r in read_jsonl(run_dir / TRAJECTORIES)[0]}
+    for name, have in ((METRICS, metrics), (TRAJECTORIES, rollouts)):
         missing = [e for e in range(done) if e not in have]
         if missing: raise RunDirError(f"{run_dir / name} lacks epoch {missing[0]}, which checkpoints/latest.json says is finished "
                                       f"({done} epochs); the run is damaged (move it away)")
+
+# %% ../nbs/13_rundir.ipynb #1087e70d
+def finished_epochs(
+    run_dir,   # a run directory
+) -> int:      # the newest checkpoint's epoch + 1; 0 before the first checkpoint
+    "Epochs finished by the newest checkpoint (read_latest), after check_logs has found each of them in the logs."
+    latest = read_latest(run_dir)
+    done = latest[0] + 1 if latest else 0
+    check_logs(run_dir, done)
+    return done
+
+# %% ../nbs/13_rundir.ipynb #6e86c248
+def keep_epochs(
+    run_dir,            # a run directory
+    last_epoch: int,    # the newest checkpoint's epoch (-1 before the first)
+) -> None:
+    "Drop from the logs every record of an epoch after `last_epoch` (an interrupted epoch) and a partial last line."
+    for name in (METRICS, TRAJECTORIES):
+        path = Path(run_dir) / name
+        records, _ = read_jsonl(path)
+        kept = [r for r in records if _epoch_of(r) <= last_epoch]
+        write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+
+def _epoch_of(r: dict) -> int:
+    "The epoch a log record belongs to."
+    for k in ("epoch", "rollout/epoch", "rollout_group/epoch", "progress/epoch"):
+        if k in r: return int(r[k])
+    raise ValueError(f"a log record without an epoch: {sorted(r)[:5]}")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import contextlib, hashlib, importlib.util, io, json, math, os
 from pathlib import Path
+from .rundir import CONFIG
 
 # %% auto #0
 __all__ = ['TRACKERS', 'scalars', 'report_to_tuple', 'check_report_to', 'Tracker', 'open_tracker', 'run_name']
@@ -93,7 +94,7 @@ class _Wandb:
 
 def _created(run_dir: Path) -> str:
     "The creation time of a run directory's config.json as an integer, to tell apart runs of one name."
-    p = run_dir / "config.json"
+    p = run_dir / CONFIG
     return str(int(p.stat().st_mtime)) if p.exists() else "0"
 
 _BACKENDS = dict(tensorboard=_TensorBoard, trackio=_Trackio, wandb=_Wandb)

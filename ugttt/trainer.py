@@ -4,338 +4,151 @@
 
 # %% ../nbs/13_trainer.ipynb #014c8477
 from __future__ import annotations
-import json, math, os, shutil, time
+import json, math, time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-import numpy as np
 import torch
-from .config import TrainConfig, config_from_dict, config_to_dict, stored_config_diff
-from .rundir import (RunDirError, append_jsonl, check_logs, open_regular, read_json, read_jsonl, read_latest,
-                          read_regular, remove_temporaries, write_atomic)
-from .families import family_entropy, label_family
-from .loss import kl_to_base
-from .policy import LoRAEnsemble, adapter_state, save_adapters, set_adapter_state
-from .generation import fit_prompt, generate_groups, sampling_generator
-from .scores import mean_token_mi, score_rollouts
+from .config import TrainConfig, config_to_dict
+from .rundir import METRICS, TRAJECTORIES, append_jsonl, create_run, read_jsonl, snapshot_path, write_atomic
+from .checkpoint import check_run_dir, load_checkpoint, resume_run, save_checkpoint
+from .metrics import EpochLog, best_reward
+from .policy import LoRAEnsemble
+from .generation import Rollouts, fit_prompt, generate_groups, sampling_generator
+from .scores import score_rollouts
 from .puct import PUCTSampler
-from .streaming import StreamingHistory, history_value, streaming_summary
-from .tasks import get_task
+from .streaming import StreamingHistory, history_value
+from .tasks import Task, get_task
 from .tracking import check_report_to, open_tracker, run_name
 from .update import GroupUpdate, group_advantages, make_optimizers, max_principal_cosine, update_epoch
+_all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 13_checkpoint's, importable from here as before
 
 # %% auto #0
-__all__ = ['save_checkpoint', 'load_checkpoint', 'check_run_dir', 'run_epoch', 'train', 'check_extras', 'check_device']
+__all__ = ['RunState', 'start_run', 'run_epoch', 'train', 'check_extras', 'check_device', 'save_checkpoint', 'load_checkpoint',
+           'check_run_dir']
 
-# %% ../nbs/13_trainer.ipynb #48e32034
-def _keep_epochs(run_dir: Path, last_epoch: int) -> None:
-    "Drop from the logs every record of an epoch after `last_epoch` (an interrupted epoch) and a partial last line."
-    for name, key in (("metrics.jsonl", None), ("trajectories.jsonl", "epoch")):
-        path = run_dir / name
-        records, _ = read_jsonl(path)
-        kept = [r for r in records if _epoch_of(r) <= last_epoch]
-        write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+# %% ../nbs/13_trainer.ipynb #6defca40
+@dataclass
+class RunState:
+    "A run between epochs: model, optimisers, sampler, gate history, generator and counters, and where it runs and writes."
+    cfg: TrainConfig             # the run
+    ens: LoRAEnsemble            # the K adapters on the frozen base model
+    optimizers: list             # their optimisers (make_optimizers)
+    sampler: PUCTSampler         # the PUCT buffer the parents are drawn from
+    history: StreamingHistory    # the streaming gate's history of finished rollouts' window MI
+    gen: torch.Generator         # the sampling generator, on the policy's device
+    task: Task                   # the problem: prompts, verification, families
+    run_dir: Path                # the run directory (13_rundir)
+    sandbox: object = None       # the executor that runs the programs (ugttt.sandbox_ray.Executor); set by the caller
+    counter: int = 0             # rollouts generated so far: the adapters' round robin continues from it
+    best: float = -math.inf      # the best R_exec so far
+    progress: bool = False       # tqdm bars
+    start: int = 0               # the first epoch to run: 0, or the epoch after a resumed checkpoint's
 
 # %% ../nbs/13_trainer.ipynb #e0e7c44c
-def _epoch_of(r: dict) -> int:
-    "The epoch a log record belongs to."
-    for k in ("epoch", "rollout/epoch", "rollout_group/epoch", "progress/epoch"):
-        if k in r: return int(r[k])
-    raise ValueError(f"a log record without an epoch: {sorted(r)[:5]}")
+def start_run(
+    cfg: TrainConfig,   # the run (check_run_dir has passed)
+    run_dir,            # its directory: created for a new run, continued for a resumed one
+    resume: bool,       # continue the run there from its newest checkpoint
+    progress: bool,     # tqdm bars
+) -> RunState:          # the state before the first epoch to run; its sandbox is the caller's to set
+    "Seed, load the model, create (or resume) the run directory and build the run's state: optimisers, sampler, gate history."
+    task = get_task(cfg.task)
+    torch.manual_seed(cfg.seed)
+    ens = LoRAEnsemble.from_config(cfg.policy)            # before the directory exists: a model that fails to load leaves nothing
+    gen = sampling_generator(ens.device, cfg.seed)        # on the policy's device: ATen refuses a CPU generator for CUDA logits
+    if not resume: create_run(run_dir, config_to_dict(cfg))
+    optimizers = make_optimizers(ens, cfg.update)
+    sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
+                          topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
+    state = RunState(cfg, ens, optimizers, sampler, StreamingHistory(), gen, task, Path(run_dir), progress=progress)
+    st = resume_run(run_dir, ens, optimizers, gen) if resume else None
+    if st is not None: state.start, state.counter, state.sampler, state.history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
+    state.best = best_reward(read_jsonl(state.run_dir / METRICS)[0])
+    return state
 
-# %% ../nbs/13_trainer.ipynb #81590f41
-def save_checkpoint(
-    run_dir: Path,            # the run directory
-    epoch: int,               # the epoch just finished
-    ens,                      # the LoRAEnsemble
-    optimizers,               # its K optimisers
-    sampler,                  # the PUCTSampler
-    history,                  # the StreamingHistory
-    counter: int,             # rollouts generated so far (round robin)
-    gen: torch.Generator,     # the sampling generator
-) -> Path:                    # checkpoints/epoch_XXXX
-    "Write checkpoints/epoch_XXXX atomically: each adapter in peft's format, optimisers, RNG states, sampler and gate history."
-    final = run_dir / "checkpoints" / f"epoch_{epoch:04d}"
-    tmp = final.with_name(final.name + ".tmp")
-    for p in (final.parent, tmp, final):
-        if p.is_symlink(): raise RunDirError(f"{p} is a symbolic link; a run directory holds no links")
-    if tmp.exists(): shutil.rmtree(tmp)                     # a crash's leftover; rmtree never follows links inside it
-    tmp.mkdir()                                             # exclusive: fails if anything appeared there meanwhile
-    save_adapters(ens, tmp / "adapters")                    # each member a standard peft adapter, adapters/adapter_k
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    state = dict(epoch=epoch, counter=counter, optimizers=[o.state_dict() for o in optimizers],
-                 torch_rng=torch.get_rng_state(), sample_rng=gen.get_state(), cuda_rng=cuda)
-    write_atomic(tmp / "trainer_state.pt", lambda f: torch.save(state, f))
-    write_atomic(tmp / "sampler.json", json.dumps(sampler.to_dict()))
-    write_atomic(tmp / "streaming.json", json.dumps(history.to_dict()))
-    if final.exists(): shutil.rmtree(final)                 # an epoch redone after a crash between rename and latest.json
-    os.replace(tmp, final)
-    write_atomic(run_dir / "checkpoints" / "latest.json", json.dumps(dict(epoch=epoch, path=final.name)))
-    return final
+# %% ../nbs/13_trainer.ipynb #84434aa4
+def _bar(it, on: bool, desc: str, **kw):
+    "A tqdm progress bar, or the plain iterable when progress is off."
+    if not on: return it
+    from tqdm.auto import tqdm
+    return tqdm(it, desc=desc, leave=False, **kw)
 
-# %% ../nbs/13_trainer.ipynb #e217dcd1
-def load_checkpoint(
-    run_dir: Path,            # the run directory
-    ens,                      # the run's LoRAEnsemble, freshly built: its adapters are overwritten
-    optimizers,               # its K optimisers: their states are overwritten
-    gen: torch.Generator,     # the sampling generator: its state is overwritten
-) -> dict:                    # epoch, counter, sampler (PUCTSampler), history (StreamingHistory)
-    "Restore the latest complete checkpoint into ens/optimizers/gen; RunDirError naming the file if anything is missing or malformed."
-    latest = read_latest(run_dir)
-    if latest is None: raise RunDirError(f"{Path(run_dir) / 'checkpoints' / 'latest.json'} does not exist: no checkpoint to resume")
-    epoch, ck = latest
-    st = _read_state(ck / "trainer_state.pt", epoch, optimizers, gen)
-    sampler = _from_json(PUCTSampler, ck / "sampler.json")
-    history = _from_json(StreamingHistory, ck / "streaming.json")
-    weights = [_read_adapter(ck / "adapters" / name / "adapter_model.safetensors", adapter_state(ens, k))
-               for k, name in enumerate(ens.names)]                  # every file checked before any adapter is overwritten
-    for k, w in enumerate(weights): set_adapter_state(ens, k, w)
-    for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(s)
-    torch.set_rng_state(st["torch_rng"]); gen.set_state(st["sample_rng"])
-    if st["cuda_rng"] is not None and torch.cuda.is_available():   # without CUDA nothing draws from these: left aside
-        torch.cuda.set_rng_state_all(st["cuda_rng"])
-    return dict(epoch=st["epoch"], counter=st["counter"], sampler=sampler, history=history)
-
-# %% ../nbs/13_trainer.ipynb #5b02125d
-def _read_state(
-    path: Path,        # checkpoints/epoch_XXXX/trainer_state.pt
-    epoch: int,        # the epoch latest.json names
-    optimizers,        # the run's K optimisers (their parameters give the expected shapes)
-    gen: torch.Generator,  # the sampling generator (its device says what its state must be)
-) -> dict:             # the checked state
-    "Load trainer_state.pt with weights_only=True and check its structure; RunDirError naming the file otherwise."
-    try:
-        with open_regular(path) as f: st = torch.load(f, weights_only=True, map_location="cpu")
-    except (FileNotFoundError, RunDirError) as e: raise RunDirError(f"cannot resume: {e}") from None
-    except Exception as e:   # a pickle of code, a truncated or foreign file: torch's messages run over many lines
-        raise RunDirError(f"{path} does not load as a checkpoint with weights_only=True: {_first_line(e)}") from None
-    bad = lambda what: RunDirError(f"{path}: {what}")
-    if not isinstance(st, dict): raise bad(f"not a dict but {type(st).__name__}")
-    missing = {"epoch", "counter", "optimizers", "torch_rng", "sample_rng"} - set(st)
-    if missing: raise bad(f"lacks {sorted(missing)[0]!r}")
-    if st["epoch"] != epoch or isinstance(st["epoch"], bool): raise bad(f"holds epoch {st['epoch']!r}, latest.json names {epoch}")
-    if isinstance(st["counter"], bool) or not isinstance(st["counter"], int) or st["counter"] < 0: raise bad(f"counter {st['counter']!r} is not an int >= 0")
-    for k in ("torch_rng", "sample_rng"):
-        if not (torch.is_tensor(st[k]) and st[k].dtype == torch.uint8): raise bad(f"{k} is not an RNG state (a uint8 tensor)")
-    st.setdefault("cuda_rng", None)                          # checkpoints written before CUDA states were saved
-    cuda = st["cuda_rng"]
-    if cuda is not None:
-        if not (isinstance(cuda, list) and all(torch.is_tensor(t) and t.dtype == torch.uint8 for t in cuda)): raise bad("cuda_rng is not a list of RNG states")
-        if torch.cuda.is_available() and len(cuda) != torch.cuda.device_count():
-            raise bad(f"holds the RNG states of {len(cuda)} CUDA devices, this machine has {torch.cuda.device_count()}; resume with as many")
-    if not isinstance(st["optimizers"], list) or len(st["optimizers"]) != len(optimizers):
-        raise bad(f"holds {len(st['optimizers']) if isinstance(st['optimizers'], list) else 'no list of'} optimiser states, the run has {len(optimizers)} adapters")
-    for k, (o, s) in enumerate(zip(optimizers, st["optimizers"])):
-        why = _optimizer_mismatch(o, s)
-        if why: raise bad(f"optimiser {k}: {why}")
-    for k, gen_state, device in (("torch_rng", st["torch_rng"], "cpu"), ("sample_rng", st["sample_rng"], gen.device)):
-        try: torch.Generator(device=device).set_state(gen_state)   # a state of the wrong size fails here, not after a partial restore
-        except RuntimeError as e: raise bad(f"{k} is not a valid {device} RNG state ({_first_line(e)})") from None
-    return st
-
-def _optimizer_mismatch(o, s) -> str | None:
-    "Why the state dict s does not fit optimiser o (group sizes, parameter ids, state tensor shapes), or None."
-    if not (isinstance(s, dict) and isinstance(s.get("state"), dict) and isinstance(s.get("param_groups"), list)): return "not an optimiser state"
-    own = [len(g["params"]) for g in o.param_groups]
-    if [len(g.get("params", ())) if isinstance(g, dict) else -1 for g in s["param_groups"]] != own:
-        return f"its parameter groups do not match the run's ({own} parameters)"
-    params = dict(zip([i for g in s["param_groups"] for i in g["params"]], [p for g in o.param_groups for p in g["params"]]))
-    for i, entry in s["state"].items():
-        if i not in params or not isinstance(entry, dict): return f"state for an unknown parameter {i!r}"
-        for name, v in entry.items():
-            if torch.is_tensor(v) and v.ndim and v.shape != params[i].shape: return f"{name} of parameter {i} has shape {tuple(v.shape)}, the parameter {tuple(params[i].shape)}"
-    return None
-
-def _first_line(e: BaseException) -> str:
-    "The first line of an exception's message, for a one-line error."
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:200] if text else ''}"
-
-# %% ../nbs/13_trainer.ipynb #44403f8b
-def _from_json(cls, path: Path):
-    "cls.from_dict of a checkpoint's JSON file; RunDirError naming the file if it is missing or does not rebuild."
-    try: d = read_json(path)
-    except FileNotFoundError as e: raise RunDirError(f"cannot resume: {e}") from None
-    try: return cls.from_dict(d)
-    except Exception as e: raise RunDirError(f"{path} does not rebuild a {cls.__name__}: {_first_line(e)}") from None
-
-def _read_adapter(
-    path: Path,      # adapters/adapter_k/adapter_model.safetensors
-    own: dict,       # the adapter's own tensors (ugttt.policy.adapter_state): the names and shapes expected
-) -> dict:           # name -> tensor
-    "An adapter's tensors from its safetensors file, exactly the adapter's names and shapes; RunDirError naming the file otherwise."
-    from safetensors.torch import load as load_safetensors
-    try: w = load_safetensors(read_regular(path))
-    except (FileNotFoundError, RunDirError) as e: raise RunDirError(f"cannot resume: {e}") from None
-    except Exception as e: raise RunDirError(f"{path} is not a safetensors file: {_first_line(e)}") from None
-    if set(w) != set(own):
-        odd = sorted(set(w) ^ set(own))[0]
-        raise RunDirError(f"{path} does not hold this run's adapter: {'lacks' if odd in own else 'has an extra'} tensor {odd}")
-    for n, t in w.items():
-        if t.shape != own[n].shape: raise RunDirError(f"{path}: {n} has shape {tuple(t.shape)}, the adapter {tuple(own[n].shape)}")
-        if not torch.isfinite(t).all(): raise RunDirError(f"{path}: {n} holds NaN or infinite values")
-    return w
-
-# %% ../nbs/13_trainer.ipynb #a7aad510
-def check_run_dir(
-    cfg: TrainConfig,   # the run's config
-    out_dir,            # the run directory
-    resume: bool,       # continue a run there
-) -> None:
-    "Refuse a new run in an existing directory, and a resume of a directory without a run or with another config."
-    out = Path(out_dir)
-    if os.path.lexists(out) and not resume:
-        raise FileExistsError(f"run directory {out} already exists; pass resume=True (--resume) to continue it, or choose "
-                              "a new directory: an existing run is never overwritten")
-    if not resume: return
-    if not out.is_dir(): raise FileNotFoundError(f"cannot resume: {out} is not a directory")
-    if not os.path.lexists(out / "config.json"): raise FileNotFoundError(f"cannot resume: {out} holds no run (no config.json)")
-    diff = stored_config_diff(out, cfg)   # plain data: nothing it names is imported; operational fields may differ
-    if diff:
-        raise ValueError(f"cannot resume {out} with a different config (differs in: {'; '.join(diff[:4])}); resume with the "
-                         "run's own config.json (ugttt.config.config_from_dict, or `ugttt train --config` on it)")
-    latest = read_latest(out)
-    check_logs(out, latest[0] + 1 if latest else 0)
-    if latest is None: return
-    ck = latest[1]
-    for f in ["trainer_state.pt", "sampler.json", "streaming.json",
-              *(f"adapters/adapter_{k}/adapter_model.safetensors" for k in range(cfg.n_adapters))]:   # LoRAEnsemble's names
-        if not (ck / f).is_file(): raise RunDirError(f"cannot resume: {ck / f} is missing")
-
-# %% ../nbs/13_trainer.ipynb #c3256aba
-def _open_run(cfg: TrainConfig, out: Path, resume: bool) -> None:
-    "Create the directory of a new run (check_run_dir has passed); a resumed run's directory is left as it is."
-    if resume: return
-    out.mkdir(parents=True)
-    (out / "puct").mkdir(); (out / "checkpoints").mkdir()
-    write_atomic(out / "config.json", json.dumps(config_to_dict(cfg), indent=1))
-    for name in ("metrics.jsonl", "trajectories.jsonl"): write_atomic(out / name, b"")
-
-# %% ../nbs/13_trainer.ipynb #479b2a0f
-def run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task, sandbox, out, best, progress):
-    "One epoch of Algorithm 1; appends its logs and the PUCT snapshot; returns (epoch record, rollout counter, best reward)."
-    t0, G = time.perf_counter(), cfg.group_size
-    parents = sampler.sample(cfg.groups_per_epoch)
-    fitted = [fit_prompt(ens, task, p.state, cfg.prompt_style, cfg.budget_s) for p in parents]   # a long parent is cut to fit
+# %% ../nbs/13_trainer.ipynb #0a2ed1bd
+def run_epoch(
+    state: RunState,   # the run; its rollout counter, best reward, sampler and gate history advance
+    epoch: int,        # the epoch to run
+) -> dict:             # the epoch's record, as metrics.jsonl holds it
+    "One epoch of Algorithm 1; appends its logs and the PUCT snapshot; returns the epoch's record."
+    s, cfg, G = state, state.cfg, state.cfg.group_size
+    stream = cfg.streaming if cfg.streaming_on else None       # the gate: UG-TTT on AC1 and CP26 (make_config)
+    t0, start = time.perf_counter(), s.counter
+    # 1. PUCT parents
+    parents = s.sampler.sample(cfg.groups_per_epoch)
+    # 2. their prompts (a long parent is cut to fit), G rollouts each, the adapters round robin from the rollout counter
+    fitted = [fit_prompt(s.ens, s.task, p.state, cfg.prompt_style, cfg.budget_s) for p in parents]
     texts, prompt_ids = [t for t, _ in fitted], [ids for _, ids in fitted]
-    stream = cfg.streaming if cfg.streaming_on else None
-    groups, c0 = [], counter
-    for s in _bar(range(0, len(prompt_ids), cfg.decode_groups), progress, "generate"):
-        groups += generate_groups(ens, prompt_ids[s:s + cfg.decode_groups], G, start=c0 + s * G, streaming=stream,
-                                  history=history if stream else None, generator=gen)
-    counter = c0 + G * len(groups)
+    groups = _generate(s, prompt_ids, stream)
     t1 = time.perf_counter()
-    jobs = [(j, i) for j in range(len(groups)) for i in range(G)]
-    verify = lambda ji: task.evaluate(groups[ji[0]].texts[ji[1]], parents[ji[0]].state, cfg.budget_s, sandbox)
-    with ThreadPoolExecutor(cfg.sandbox_workers) as ex:
-        flat = list(_bar(ex.map(verify, jobs), progress, "verify", total=len(jobs)))
-    evals = [flat[j * G:(j + 1) * G] for j in range(len(groups))]
+    # 3. every program run in the sandbox and scored by the task: R_exec
+    evals = _verify(s, parents, groups)
     t2 = time.perf_counter()
-    scores = [score_rollouts(ens, g, base=True) for g in groups]   # base log-probs: the KL correction and policy/kl_to_base
+    # 4. all K adapters score every rollout (token MI, U_i, base log-probs); the gate's history gets each rollout
+    scores = [score_rollouts(s.ens, g, base=True) for g in groups]   # base log-probs: the KL correction and policy/kl_to_base
     if stream is not None:
-        for g, sc in zip(groups, scores): history.add(history_value(sc.token_mi, g.think_mask.to(sc.token_mi.device), stream))
+        for g, sc in zip(groups, scores): s.history.add(history_value(sc.token_mi, g.think_mask.to(sc.token_mi.device), stream))
     t3 = time.perf_counter()
+    # 5. per group: entropic beta, leave-one-out and shaped advantages; constant groups dropped
     advs = [group_advantages([e.reward for e in ev], sc.uncertainty, cfg.update) for ev, sc in zip(evals, scores)]
+    # 6. the update: per-adapter policy gradient over the kept rollouts, NNM, one optimiser step
     items = [GroupUpdate(g, sc, a["shaped"], a["keep"]) for g, sc, a in zip(groups, scores, advs)]
-    stats = update_epoch(ens, items, optimizers, cfg.update)
+    stats = update_epoch(s.ens, items, s.optimizers, cfg.update)
     t4 = time.perf_counter()
+    # 7. the PUCT backup of every kept group's children, the end-of-epoch flush and its snapshot
     for j, (p, ev, a) in enumerate(zip(parents, evals, advs)):   # constant groups update nothing (as the reference)
-        if a["keep"].any(): sampler.update(p, [e.child_state(p.state) for e in ev], [epoch * 1000 + j * G + i for i in range(G)])
-    snapshot = sampler.flush(epoch)
-    write_atomic(out / "puct" / f"step_{epoch:06d}.json", json.dumps(snapshot))
-    threshold = history.threshold(cfg.streaming.percentile) if stream is not None else None
-    history.end_epoch()
-    rollouts, trajs, group_recs = _rollout_logs(cfg, epoch, task, texts, groups, evals, scores, advs, c0)
-    best = max([best] + [r["reward_exec"] for r in trajs])
-    fams = [t["family"] for t in trajs if t["correctness"]]                  # labelled once, in the trajectory lines
-    rec = _epoch_record(cfg, epoch, ens, groups, evals, scores, advs, stats, best, threshold, sampler, fams,
-                        dict(rollout=t1 - t0, verify=t2 - t1, score=t3 - t2, train=t4 - t3, total=time.perf_counter() - t0))
-    append_jsonl(out / "trajectories.jsonl", trajs)
-    append_jsonl(out / "metrics.jsonl", rollouts + group_recs + [rec])
-    return rec, counter, best
-
-# %% ../nbs/13_trainer.ipynb #cad9f1e2
-def _rollout_logs(cfg, epoch, task, texts, groups, evals, scores, advs, c0):
-    "Per-rollout metric records, trajectory lines and per-group records, with the reference's key names."
-    K, G = cfg.policy.n_adapters, cfg.group_size
-    rollouts, trajs, group_recs = [], [], []
-    for j, (g, ev, sc, a) in enumerate(zip(groups, evals, scores, advs)):
-        U = sc.uncertainty.tolist()
-        n_cm = g.completion_mask.sum(-1).tolist()
-        for i in range(G):
-            e, rec = ev[i], g.streams[i]
-            fam = label_family(task, e.code) if e.correct else None          # your own task brings its own rules
-            forced = g.closed[i] in ("cap", "gate")
-            n_after = int(g.n_generated[i]) - int(g.n_think[i])
-            common = dict(reward_exec=e.reward, reward_rmi=U[i], reward_total=e.reward + cfg.update.mi_coef * U[i],
-                          correctness=int(e.correct), num_tokens=int(g.n_generated[i]), prefill_injected=int(forced),
-                          phase1_tokens=int(g.n_think[i]), phase2_tokens=n_after, uncertainty_true_mi=U[i],
-                          streaming_mi_stopped=int(rec.stopped), streaming_mi_tokens_saved=rec.tokens_after_stop)
-            gstep = c0 + j * G + i
-            rollouts.append({"rollout/_global_step": gstep, "rollout/epoch": epoch, "rollout/group_idx": j, "rollout/idx": i,
-                             "rollout/adapter_idx": int(g.adapters[i]), **{f"rollout/{k}": v for k, v in common.items()},
-                             "rollout/advantage": float(a["shaped"][i]), "rollout/kept": int(a["keep"][i]),
-                             "mi/token_mean": float(sc.token_mi[i][sc.mi_mask[i]].double().mean()) if n_cm[i] else 0.0})
-            trajs.append(dict(epoch=epoch, group_idx=j, rollout_idx=i, adapter_idx=int(g.adapters[i]), prompt_text=texts[j],
-                              generated_text=g.texts[i], **common, bound=e.bound, family=fam, error=e.error,
-                              thinking_closed=g.closed[i], ended=g.ends[i], streaming_mi_stop_step=rec.stop_step,
-                              streaming_mi_num_checks=len(rec.check_steps), streaming_mi_window_scores=rec.window_scores))
-        r = [e.reward for e in ev]
-        group_recs.append({"rollout_group/_global_step": c0 + j * G, "rollout_group/epoch": epoch, "rollout_group/group_idx": j,
-                           "rollout_group/reward_exec_mean": float(np.mean(r)), "rollout_group/reward_exec_max": max(r),
-                           "rollout_group/reward_exec_min": min(r), "rollout_group/rmi_mean": float(np.mean(U)),
-                           "rollout_group/kept": int(a["keep"].any()), "rollout_group/entropic_beta": a["entropic_beta"],
-                           "rollout_group/streaming_mi_stop_rate": float(np.mean([s.stopped for s in g.streams]))})
-    return rollouts, trajs, group_recs
-
-# %% ../nbs/13_trainer.ipynb #b12c3461
-def _stats(prefix: str, xs) -> dict:
-    "mean, std, min, max of a list under prefix/…; empty lists give nothing."
-    xs = [float(x) for x in xs]
-    if not xs: return {}
-    a = np.asarray(xs)
-    return {f"{prefix}/mean": float(a.mean()), f"{prefix}/std": float(a.std()), f"{prefix}/min": float(a.min()), f"{prefix}/max": float(a.max())}
-
-# %% ../nbs/13_trainer.ipynb #d4d9fa12
-def _epoch_record(cfg, epoch, ens, groups, evals, scores, advs, stats, best, threshold, sampler, fams, times) -> dict:
-    "The epoch's metrics: rewards, correctness, family entropy, MI, entropic temperature, losses, NNM, streaming, PUCT, times."
-    flat = [e for ev in evals for e in ev]
-    correct = [e for e in flat if e.correct]
-    kept = [a for a in advs if a["keep"].any()]
-    streams = [s for g in groups for s in g.streams]
-    rec = {"progress/epoch": epoch, "progress/done_frac": (epoch + 1) / cfg.epochs,
-           **{f"time/{k}": v for k, v in times.items()},
-           **_stats("train/reward/exec", [e.reward for e in flat]), "train/reward/exec/best": best,
-           "train/correctness/rate": len(correct) / len(flat),
-           "train/num_rollouts": stats["n_kept"], "train/num_rollouts_total": len(flat), "train/num_groups": len(groups),
-           "rollout/groups_attempted": len(groups), "rollout/groups_kept": len(kept), "rollout/groups_filtered": len(groups) - len(kept),
-           **_stats("train/entropic_beta", [a["entropic_beta"] for a in kept]),
-           **_stats("train/advantage", [float(x) for a in kept for x in a["shaped"]]),
-           **_stats("train/uncertainty/true_mi", [float(u) for sc in scores for u in sc.uncertainty]),
-           "mi/token_mean": sum(mean_token_mi(sc) for sc in scores) / len(scores),
-           "train/loss": sum(stats["pg_loss"]), "train/nnm_loss": _nnm_share(cfg, stats),
-           "train/nnm_nuclear_norm": -stats["nnm_loss"], "update/max_ratio_dev": stats["max_ratio_dev"],
-           "policy/kl_to_base": kl_to_base([g.gen_logprobs for g in groups], [sc.base_logprobs for sc in scores],
-                                           [g.completion_mask for g in groups]),
-           **{f"adapter_{k}/pg_loss": v for k, v in enumerate(stats["pg_loss"])},
-           **{f"adapter_{k}/grad_norm": v for k, v in enumerate(stats["grad_norm"])},
-           "families/entropy_bits": family_entropy(fams), "families/n_correct": len(correct),
-           "families/counts": {f: fams.count(f) for f in sorted(set(fams))},
-           **_stats("train/gen/num_tokens", [int(n) for g in groups for n in g.n_generated]),
-           "train/two_phase/prefill_rate": float(np.mean([c in ("cap", "gate") for g in groups for c in g.closed])),
-           **sampler.stats()}
-    if ens.n_adapters >= 2: rec["nnm/max_principal_cosine"] = max_principal_cosine(ens)
-    if cfg.streaming_on:
-        s = streaming_summary(streams)
-        rec.update({"train/streaming_mi/stop_rate": s["firing_rate"], "train/streaming_mi/tokens_saved/mean": s["tokens_after_stop_per_rollout"],
-                    "train/streaming_mi/threshold": threshold if threshold is not None and math.isfinite(threshold) else None})
+        if a["keep"].any(): s.sampler.update(p, [e.child_state(p.state) for e in ev], [epoch * 1000 + j * G + i for i in range(G)])
+    write_atomic(snapshot_path(s.run_dir, epoch), json.dumps(s.sampler.flush(epoch)))
+    threshold = s.history.threshold(cfg.streaming.percentile) if stream is not None else None
+    s.history.end_epoch()
+    # 8. the epoch's logs
+    log = EpochLog(cfg, epoch, start, s.task)
+    for text, g, ev, sc, a in zip(texts, groups, evals, scores, advs): log.add_group(text, g, ev, sc, a)
+    s.best = log.best(s.best)
+    times = dict(rollout=t1 - t0, verify=t2 - t1, score=t3 - t2, train=t4 - t3, total=time.perf_counter() - t0)
+    cosine = max_principal_cosine(s.ens) if s.ens.n_adapters >= 2 else None
+    rec = log.epoch_record(stats, s.best, times, s.sampler.stats(), cosine, threshold)
+    append_jsonl(s.run_dir / TRAJECTORIES, log.trajectories)
+    append_jsonl(s.run_dir / METRICS, log.metric_lines(rec))
     return rec
 
-# %% ../nbs/13_trainer.ipynb #a1ea04ca
-def _nnm_share(cfg, stats) -> float:
-    "lambda_NNM·L_NNM / N (or without /N), the NNM term's share of the objective as the update applied it."
-    n = stats["n_kept"]
-    if cfg.update.nnm_per_rollout: return cfg.update.nnm_coef * stats["nnm_loss"] / n if n else 0.0
-    return cfg.update.nnm_coef * stats["nnm_loss"]
+# %% ../nbs/13_trainer.ipynb #5b02125d
+def _generate(
+    state: RunState,        # the run; its rollout counter advances by G per group
+    prompt_ids: list,       # one prompt's token ids per group
+    stream,                 # the StreamingConfig of the gate, or None without it
+) -> list[Rollouts]:        # one group of G rollouts per prompt
+    "G rollouts of each prompt, decode_groups groups per batched decode, the adapters round robin from the rollout counter."
+    cfg, G, c0 = state.cfg, state.cfg.group_size, state.counter
+    groups = []
+    for s in _bar(range(0, len(prompt_ids), cfg.decode_groups), state.progress, "generate"):
+        groups += generate_groups(state.ens, prompt_ids[s:s + cfg.decode_groups], G, start=c0 + s * G, streaming=stream,
+                                  history=state.history if stream else None, generator=state.gen)
+    state.counter = c0 + G * len(groups)
+    return groups
+
+# %% ../nbs/13_trainer.ipynb #44403f8b
+def _verify(
+    state: RunState,   # the run: its task, sandbox and budget
+    parents: list,     # the epoch's PUCT parents, one per group
+    groups: list,      # their generated groups
+) -> list[list]:       # per group, the G Evaluations in rollout order
+    "Run every rollout's program against its parent's state in the sandbox, sandbox_workers at a time."
+    cfg, G = state.cfg, state.cfg.group_size
+    jobs = [(j, i) for j in range(len(groups)) for i in range(G)]
+    verify = lambda ji: state.task.evaluate(groups[ji[0]].texts[ji[1]], parents[ji[0]].state, cfg.budget_s, state.sandbox)
+    with ThreadPoolExecutor(cfg.sandbox_workers) as ex:
+        flat = list(_bar(ex.map(verify, jobs), state.progress, "verify", total=len(jobs)))
+    return [flat[j * G:(j + 1) * G] for j in range(len(groups))]
 
 # %% ../nbs/13_trainer.ipynb #78ab28bf
 def _summary_line(rec: dict, cfg) -> str:
@@ -359,34 +172,17 @@ def train(
     check_run_dir(cfg, out, resume)
     check_extras(cfg)                                      # a missing optional extra stops the run before any compute
     check_device(cfg)                                      # and so does a device this machine lacks
-    task = get_task(cfg.task)
-    torch.manual_seed(cfg.seed)
-    ens = LoRAEnsemble.from_config(cfg.policy)            # before the directory exists: a model that fails to load leaves nothing
-    gen = sampling_generator(ens.device, cfg.seed)        # on the policy's device: ATen refuses a CPU generator for CUDA logits
-    _open_run(cfg, out, resume)
-    optimizers = make_optimizers(ens, cfg.update)
-    start, counter = 0, 0
-    sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
-                          topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
-    history = StreamingHistory()
-    if resume:
-        for d in (out, out / "checkpoints", out / "puct"): remove_temporaries(d)   # a killed write's leftovers
-    if resume and read_latest(out) is not None:
-        st = load_checkpoint(out, ens, optimizers, gen)
-        start, counter, sampler, history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
-    _keep_epochs(out, start - 1)
+    state = start_run(cfg, out, resume, progress)
     own_sandbox = sandbox is None
     if own_sandbox:
         from ugttt.sandbox_ray import make_executor
         sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address)
-    tracker = None
-    epochs = []
-    best = max([r.get("train/reward/exec/best", -math.inf) for r in read_jsonl(out / "metrics.jsonl")[0]] + [-math.inf])
+    state.sandbox, tracker, epochs = sandbox, None, []
     try:
         tracker = open_tracker(cfg.report_to, out, run_name(out), config_to_dict(cfg))   # unique: two tasks' ugttt-s0 stay apart
-        for epoch in _bar(range(start, cfg.epochs), progress, "epochs", initial=start, total=cfg.epochs):
-            rec, counter, best = run_epoch(cfg, epoch, ens, optimizers, sampler, history, counter, gen, task, sandbox, out, best, progress)
-            save_checkpoint(out, epoch, ens, optimizers, sampler, history, counter, gen)
+        for epoch in _bar(range(state.start, cfg.epochs), progress, "epochs", initial=state.start, total=cfg.epochs):
+            rec = run_epoch(state, epoch)
+            save_checkpoint(out, epoch, state.ens, state.optimizers, state.sampler, state.history, state.counter, state.gen)
             tracker.log(rec, step=epoch)                  # the epoch record metrics.jsonl holds, to report_to's trackers
             epochs.append(rec)
             if progress: print(_summary_line(rec, cfg))
@@ -417,10 +213,3 @@ def check_device(
         n = torch.cuda.device_count()
         if dev.index is not None and dev.index >= n: raise ValueError(f"policy.device {d!r}: this machine has {n} CUDA device(s), cuda:0 to cuda:{n - 1}")
     elif dev.type == "mps" and not torch.backends.mps.is_available(): raise ValueError(f"policy.device {d!r}: MPS is not available on this machine")
-
-# %% ../nbs/13_trainer.ipynb #c968f4c2
-def _bar(it, on: bool, desc: str, **kw):
-    "A tqdm progress bar, or the plain iterable when progress is off."
-    if not on: return it
-    from tqdm.auto import tqdm
-    return tqdm(it, desc=desc, leave=False, **kw)
