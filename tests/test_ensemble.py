@@ -297,7 +297,7 @@ def test_init_adapters_draws_the_same_members_through_either_ensemble():
     "ugttt.policy.init_adapters re-draws a stacked ensemble's members exactly as it draws peft's."
     from dataclasses import replace
     from ugttt.policy import init_adapters, member_A, trainable_groups
-    cfg = PolicyConfig.preset("tiny")
+    cfg = PolicyConfig.preset("tiny", n_adapters=3)
     peft, stacked = LoRAEnsemble.from_config(cfg), LoRAEnsemble.from_config(replace(cfg, ensemble="stacked"))
     for e in (peft, stacked): init_adapters(e, 7, 0.02)
     for k in range(cfg.n_adapters):

@@ -4,6 +4,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 from ugttt.loss import token_mean, kl_token_advantages, clipped_surrogate, adapter_pg_loss
+from ugttt.update import UpdateConfig
 
 FEW = settings(max_examples=40, deadline=None, derandomize=True)
 
@@ -33,7 +34,7 @@ def test_ratio_one_gradient_is_reinforce(group, eps, kl):
     logits, ids, mask, adv, base, _ = group
     z = logits.clone().requires_grad_(True)
     old = logp_of(logits, ids)
-    adapter_pg_loss(logp_of(z, ids), adv, mask, old, base, kl_coef=kl, clip_eps=eps).sum().backward()
+    adapter_pg_loss(logp_of(z, ids), adv, mask, old, base, cfg=UpdateConfig(kl_coef=kl, clip_eps=eps)).sum().backward()
     adv_t = adv[:, None] - kl * (old - base)
     onehot, p = F.one_hot(ids, logits.shape[-1]).double(), logits.softmax(-1)
     expected = -(mask * adv_t / mask.sum(-1, keepdim=True).clamp_min(1))[..., None] * (onehot - p)
@@ -51,8 +52,8 @@ def test_reference_form_matches_its_formula(group, kl):
     d_bar = d.sum() / m.sum().clamp_min(1)
     A_t = adv[:, None] * m + kl * m * (d_bar - d)
     expected = -(m * torch.exp(lp - gen) * A_t).sum(-1) / m.sum(-1).clamp_min(1)
-    got = adapter_pg_loss(lp, adv, mask, logp_gen=gen, logp_base=base, kl_coef=kl, clip_eps=None,
-                          ratio_to="generator", group_centred=True)
+    got = adapter_pg_loss(lp, adv, mask, logp_gen=gen, logp_base=base,
+                          cfg=UpdateConfig(kl_coef=kl, clip_eps=None, ratio_to="generator", kl_group_centred=True))
     assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 
@@ -76,9 +77,9 @@ def test_masked_positions_do_not_matter(group):
     logits, ids, mask, adv, base, gen = group
     junk = lambda x: torch.where(mask.bool(), x, torch.full_like(x, float("nan")))
     lp = logp_of(logits, ids)
-    kw = dict(ratio_to="generator", group_centred=True, kl_coef=0.1)
-    clean = adapter_pg_loss(lp, adv, mask, lp, base, gen, **kw)
-    dirty = adapter_pg_loss(lp, adv, mask, junk(lp), junk(base), junk(gen), **kw)
+    ref = UpdateConfig(ratio_to="generator", kl_group_centred=True, kl_coef=0.1)
+    clean = adapter_pg_loss(lp, adv, mask, lp, base, gen, cfg=ref)
+    dirty = adapter_pg_loss(lp, adv, mask, junk(lp), junk(base), junk(gen), cfg=ref)
     assert torch.equal(clean, dirty)
     assert torch.equal(token_mean(junk(lp), mask), token_mean(lp, mask))
     assert torch.equal(kl_token_advantages(adv, mask, kl_coef=0.0), torch.where(mask.bool(), adv[:, None], torch.zeros(())))

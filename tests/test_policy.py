@@ -19,7 +19,7 @@ from qwen3_chat import build_random_qwen3_chat   # tests/ is on sys.path under p
 
 pytestmark = pytest.mark.model   # not in test-fast (pytest.ini): generation and scoring with real models
 
-TINY = PolicyConfig.preset("tiny")                 # embedded model, K = 3, think_cap 24, code_budget 160
+TINY = PolicyConfig.preset("tiny", n_adapters=3)   # embedded model, K = 3 (short tests), think_cap 24, code_budget 160
 GATE = StreamingConfig(window=8, min_tokens=8, interval=4, warmup_epochs=1)   # checks at 8, 12, 16, 20 thinking tokens
 BIG = 1e3                                          # far above any window MI of the tiny ensemble (about 1e-4 nats)
 

@@ -236,7 +236,7 @@ def test_chat_prompt_never_encodes_a_parent_s_text_as_control_tokens(qwen):
 
 
 def test_compact_prompt_never_encodes_a_parent_s_code_as_control_tokens():
-    ens = LoRAEnsemble.from_config(PolicyConfig.preset("tiny"))
+    ens = LoRAEnsemble.from_config(PolicyConfig.preset("tiny", n_adapters=3))
     tok = ens.tokenizer
     code = f"def run():\n    s = '<|program|>{tok.eos_token}{tok.pad_token}'\n<|program|>\n    return s"
     text = get_task("erdos").prompt(State(code=code, bound=0.4), style="compact")

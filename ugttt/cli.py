@@ -5,50 +5,47 @@
 # %% ../nbs/15_cli.ipynb #b6fb9e7b
 from __future__ import annotations
 import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typing
-from dataclasses import fields, MISSING
 from pathlib import Path
-from .config import METHODS, TRAIN_PRESETS, TrainConfig, load_config, make_config
-from .policy import PolicyConfig
-from .update import UpdateConfig
-from .streaming import StreamingConfig
+from .config import METHODS, SECTIONS, TRAIN_PRESETS, TrainConfig, config_fields, load_config, make_config, type_options
 from .tasks import TASK_NAMES
 
 # %% auto #0
-__all__ = ['SECTIONS', 'config_flags', 'parse_value', 'field_comments', 'config_help', 'build_parser', 'config_from_args',
+__all__ = ['config_flags', 'parse_value', 'type_name', 'field_comments', 'config_help', 'build_parser', 'config_from_args',
            'report_rows', 'format_report', 'main']
 
 # %% ../nbs/15_cli.ipynb #01032a0d
-SECTIONS = dict(policy=PolicyConfig, update=UpdateConfig, streaming=StreamingConfig)
-_TOP_SKIP = ("task", "method", "policy", "update", "streaming")   # task and method have their own flags
+_RUN_FLAGS_SKIP = ("task", "method")   # their own flags, with choices and a default
 
-def config_flags() -> dict[str, type]:
-    "Every settable config field as flag name -> annotation string: run fields by name, nested ones as section.name."
-    out = {f.name: f.type for f in fields(TrainConfig) if f.name not in _TOP_SKIP}
-    for sec, cls in SECTIONS.items(): out.update({f"{sec}.{f.name}": f.type for f in fields(cls)})
-    return out
+def config_flags() -> dict:
+    "Every settable config field as flag name -> its real type (config_fields): run fields by name, nested ones as section.name."
+    return {k: tp for k, tp in config_fields().items() if k not in _RUN_FLAGS_SKIP}
 
 # %% ../nbs/15_cli.ipynb #38f238e6
 def parse_value(
-    flag: str,        # the flag name, for the message
-    text: str,        # the value as typed
-    annotation: str,  # the field's annotation, e.g. "int", "float | None", "tuple[str, ...]"
+    flag: str,   # the flag name, for the message
+    text: str,   # the value as typed
+    tp,          # the field's real type (config_flags), e.g. int, float | None, tuple[str, ...]
 ):
-    "Parse a flag value by its field's annotation; ValueError naming the flag when it does not parse."
-    a = str(annotation).replace(" ", "")
-    if "|None" in a and text.lower() in ("none", "null"): return None
-    base = a.replace("|None", "")
+    "Parse a flag value by its field's type; ValueError naming the flag when it does not parse."
+    options = type_options(tp)
+    if type(None) in options and text.lower() in ("none", "null"): return None
+    base = next(t for t in options if t is not type(None))
     try:
-        if base == "bool":
+        if base is bool:
             if text.lower() in ("true", "1", "yes"): return True
             if text.lower() in ("false", "0", "no"): return False
             raise ValueError
-        if base == "int": return int(text)
-        if base == "float": return float(text)
-        if base.startswith("tuple[float"): return tuple(float(x) for x in text.split(","))
-        if base.startswith("tuple"): return tuple(x.strip() for x in text.split(",") if x.strip())
+        if base in (int, float): return base(text)
+        if typing.get_origin(base) is tuple:   # comma-separated; an empty name is dropped, an empty number is an error
+            item = typing.get_args(base)[0]
+            return tuple(item(x.strip()) for x in text.split(",") if x.strip() or item is not str)
         return text
     except ValueError:
-        raise ValueError(f"--{flag}: cannot read {text!r} as {annotation}") from None
+        raise ValueError(f"--{flag}: cannot read {text!r} as {type_name(tp)}") from None
+
+def type_name(tp) -> str:
+    "A field type as its annotation reads: int, float | None, tuple[str, ...]."
+    return tp.__name__ if isinstance(tp, type) and typing.get_origin(tp) is None else str(tp)
 
 # %% ../nbs/15_cli.ipynb #5b1e292e
 def field_comments(cls) -> dict[str, str]:
@@ -67,7 +64,7 @@ def field_comments(cls) -> dict[str, str]:
 def config_help() -> dict[str, str]:
     "Every config flag -> its help: the field's comment in its dataclass source, else its annotation in parentheses."
     notes = {**field_comments(TrainConfig), **{f"{sec}.{k}": v for sec, cls in SECTIONS.items() for k, v in field_comments(cls).items()}}
-    return {flag: notes.get(flag, f"({ann})") for flag, ann in config_flags().items()}
+    return {flag: notes.get(flag, f"({type_name(tp)})") for flag, tp in config_flags().items()}
 
 # %% ../nbs/15_cli.ipynb #3abab027
 class _Parser(argparse.ArgumentParser):
@@ -106,12 +103,12 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
                    "mechanism study's regime, docs/mechanism.md) or paper (Qwen3-8B, GPU); default tiny")
     p.add_argument("--config", type=Path, help="a JSON or YAML file of config fields; the flags override it")
     helps = config_help()
-    for flag, ann in config_flags().items():   # argparse %-formats help, so a comment's "7%" is escaped
-        p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(ann), help=helps[flag].replace("%", "%%"))
+    for flag, tp in config_flags().items():   # argparse %-formats help, so a comment's "7%" is escaped
+        p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(tp), help=helps[flag].replace("%", "%%"))
 
-def _metavar(ann) -> str:
-    "A short metavar from a field annotation."
-    return str(ann).replace(" | None", "|none").replace("tuple[str, ...]", "A,B").replace("tuple[float, float]", "X,Y").upper()
+def _metavar(tp) -> str:
+    "A short metavar from a field type."
+    return type_name(tp).replace(" | None", "|none").replace("tuple[str, ...]", "A,B").replace("tuple[float, float]", "X,Y").upper()
 
 # %% ../nbs/15_cli.ipynb #9f90e613
 def config_from_args(args) -> TrainConfig:

@@ -124,21 +124,20 @@ def adapter_pg_loss(
     logp_own_old: Tensor | None = None,  # (G, T) adapter k's log-probs from the scoring pass (the paper's pi_theta_k,old)
     logp_base: Tensor | None = None,     # (G, T) base-model log-probs (adapters disabled); needed when kl_coef > 0
     logp_gen: Tensor | None = None,      # (G, T) the generating adapter's sampling log-probs; needed by the reference forms
-    kl_coef: float = 0.01,        # lambda_KL (paper: 0.01)
-    clip_eps: float | None = 0.2, # epsilon (paper: 0.2); None = unclipped (reference)
-    ratio_to: str = "own",        # "own": pi_k / pi_k,old (paper); "generator": pi_k / pi_gen (reference)
-    group_centred: bool = False,  # True: the reference's group-centred KL correction with logp_gen
+    cfg=None,                     # an UpdateConfig (11_update): kl_coef, clip_eps, ratio_to, kl_group_centred; None: the paper's
 ) -> Tensor:                      # (G,) per-rollout loss L_{i,k} (token mean of -surrogate); 0 for an empty rollout
     "Per-rollout loss of adapter k on one group: -token-mean of the clipped-IS surrogate with the KL-corrected advantage (paper Eq. 13)."
-    if ratio_to not in ("own", "generator"): raise ValueError(f"ratio_to must be 'own' or 'generator', got {ratio_to!r}")
-    logp_old = logp_own_old if ratio_to == "own" else logp_gen
+    from ugttt.update import UpdateConfig   # here, not at the top: ugttt.update imports this module
+    cfg = UpdateConfig() if cfg is None else cfg
+    if not isinstance(cfg, UpdateConfig): raise TypeError(f"cfg must be an UpdateConfig, got {type(cfg).__name__}")
+    logp_old = logp_own_old if cfg.ratio_to == "own" else logp_gen
     if logp_old is None:
-        raise ValueError(f"ratio_to={ratio_to!r} needs {'logp_own_old' if ratio_to == 'own' else 'logp_gen'}")
-    logp_kl = logp_gen if group_centred else logp_own_old
-    if kl_coef != 0 and (logp_kl is None or logp_base is None):
-        raise ValueError(f"the KL correction (kl_coef > 0) needs logp_base and {'logp_gen' if group_centred else 'logp_own_old'}")
-    adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=kl_coef, group_centred=group_centred)
-    return -token_mean(clipped_surrogate(logp, logp_old, adv, mask, clip_eps=clip_eps), _bool_mask(mask, adv.shape))
+        raise ValueError(f"ratio_to={cfg.ratio_to!r} needs {'logp_own_old' if cfg.ratio_to == 'own' else 'logp_gen'}")
+    logp_kl = logp_gen if cfg.kl_group_centred else logp_own_old
+    if cfg.kl_coef != 0 and (logp_kl is None or logp_base is None):
+        raise ValueError(f"the KL correction (kl_coef > 0) needs logp_base and {'logp_gen' if cfg.kl_group_centred else 'logp_own_old'}")
+    adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=cfg.kl_coef, group_centred=cfg.kl_group_centred)
+    return -token_mean(clipped_surrogate(logp, logp_old, adv, mask, clip_eps=cfg.clip_eps), _bool_mask(mask, adv.shape))
 
 # %% ../nbs/11_loss.ipynb #cba55924
 def kept_rollouts(

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 import torch
 from torch import Tensor
+from .checks import check_int
 from .uncertainty import EnsembleTokenScores, ensemble_token_scores
 from .regularizer import stack_adapters
 from .ensemble import StackedLoRAEnsemble, route_blocks
@@ -59,21 +60,24 @@ class PolicyConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "PolicyConfig":
-        "The `paper` (Qwen3-8B on a GPU) or `tiny` (the embedded model on a CPU) settings, with overrides."
+        "The `paper` (Qwen3-8B on a GPU), `tiny` (the embedded model on a CPU) or `mechanism` settings, with overrides."
         if name not in POLICY_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(POLICY_PRESETS)}")
         return replace(cls(), **{**POLICY_PRESETS[name], **overrides})
 
 # %% ../nbs/09_policy.ipynb #49ac5214
+_TINY_POLICY = dict(   # the embedded model on a CPU; the transition is the "</think>\n" it was trained on
+    model="default", dtype="float32", device="cpu", n_adapters=5, seed=0, think_cap=24, code_budget=160, context_window=512,
+    max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8, scoring="loop")
+
 POLICY_PRESETS = dict(
     # Gradient checkpointing: a 26k-token training forward of Qwen3-8B keeps ~150 GiB of activations otherwise (17_plan).
     # One rollout (its K rows) per scoring forward: no padding, so no (rows, 1, T, T) mask (10 GiB at 32k for 10 rows)
     # and SDPA keeps its grouped-query fast path.
     paper=dict(gradient_checkpointing=True, score_batch=1),
     # The embedded model thinks for 18-39 tokens and writes 75-116 in all: the cap at 24 closes about half the
-    # rollouts by force, and the transition is the "</think>\n" it was trained on.
-    tiny=dict(model="default", dtype="float32", device="cpu", n_adapters=3, seed=0, think_cap=24, code_budget=160,
-              context_window=512, max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8,
-              scoring="loop"),
+    # rollouts by force. K = 5 as in the paper, so that a tiny run's logs read like a paper run's.
+    tiny=_TINY_POLICY,
+    mechanism=dict(_TINY_POLICY, ensemble="peft"),   # pinned: every arm and seed of the study through one kernel path
 )
 
 # %% ../nbs/09_policy.ipynb #9f02f597
@@ -82,13 +86,9 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 def _check_policy_config(c: PolicyConfig) -> None:
     "Raise a ValueError naming the first field of a PolicyConfig that is out of range."
     if not isinstance(c.gradient_checkpointing, bool): raise ValueError(f"gradient_checkpointing must be a bool, got {c.gradient_checkpointing!r}")
-    def pos_int(name, v, allow_none=False):
-        if v is None and allow_none: return
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
     for name in ("n_adapters", "lora_rank", "code_budget", "context_window", "chunk_size", "score_batch", "train_batch"):
-        pos_int(name, getattr(c, name))
-    pos_int("think_cap", c.think_cap, allow_none=True)
-    pos_int("max_new_tokens", c.max_new_tokens, allow_none=True)
+        check_int(name, getattr(c, name), 1, what="a positive int")
+    for name in ("think_cap", "max_new_tokens"): check_int(name, getattr(c, name), 1, allow_none=True, what="a positive int")
     if c.dtype not in _DTYPES: raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {c.dtype!r}")
     if not c.lora_alpha > 0: raise ValueError(f"lora_alpha must be > 0, got {c.lora_alpha}")
     if not 0 <= c.lora_dropout < 1: raise ValueError(f"lora_dropout must lie in [0, 1), got {c.lora_dropout}")
@@ -117,10 +117,8 @@ def round_robin(
     n_adapters: int,  # K
 ) -> list[int]:       # (n,) the generating adapter of each rollout, k = (start + i) mod K
     "Adapters for the next n rollouts from a global counter: k = (start + i) mod K, balanced over the run whatever G is."
-    for name, v in dict(start=start, n=n).items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0: raise ValueError(f"{name} must be an int >= 0, got {v!r}")
-    if isinstance(n_adapters, bool) or not isinstance(n_adapters, int) or n_adapters < 1:
-        raise ValueError(f"n_adapters must be a positive int, got {n_adapters!r}")
+    for name, v in dict(start=start, n=n).items(): check_int(name, v, 0)
+    check_int("n_adapters", n_adapters, 1, what="a positive int")
     return [(start + i) % n_adapters for i in range(n)]
 
 # %% ../nbs/09_policy.ipynb #2eea3c28

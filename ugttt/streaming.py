@@ -41,14 +41,17 @@ class StreamingConfig:
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "StreamingConfig":
-        "The `paper` settings (App. E) or the `tiny` ones scaled to the embedded model's thinking phase, with overrides."
+        "The `paper` settings (App. E), or the `tiny` and `mechanism` ones scaled to the embedded model's thinking phase, with overrides."
         if name not in STREAMING_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(STREAMING_PRESETS)}")
         return cls(**{**STREAMING_PRESETS[name], **overrides})
 
 # %% ../nbs/10_streaming.ipynb #e8e7c48b
+_TINY_GATE = dict(window=8, min_tokens=12, interval=4, warmup_epochs=2)   # the embedded model's thinking phase
+
 STREAMING_PRESETS = dict(
     paper=dict(),
-    tiny=dict(window=8, min_tokens=12, interval=4, warmup_epochs=2),
+    tiny=_TINY_GATE,
+    mechanism=_TINY_GATE,   # the same model and thinking phase; the study's runs switch the gate off (streaming_on)
 )
 
 # %% ../nbs/10_streaming.ipynb #fa81b7d3

@@ -18,8 +18,8 @@ from .generation import Rollouts
 from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, training_mode
 
 # %% auto #0
-__all__ = ['UpdateConfig', 'group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward',
-           'nnm_backward', 'update_epoch', 'max_principal_cosine']
+__all__ = ['UPDATE_PRESETS', 'UpdateConfig', 'group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward',
+           'group_backward', 'nnm_backward', 'update_epoch', 'max_principal_cosine']
 
 # %% ../nbs/11_update.ipynb #b3047191
 @dataclass(frozen=True)
@@ -42,6 +42,19 @@ class UpdateConfig:
     adam_eps: float = 1e-8              # AdamW epsilon (torch's default)
 
     def __post_init__(self): _check_update_config(self)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "UpdateConfig":
+        "The `paper` (App. E), `tiny` or `mechanism` settings (the embedded model's learning rates), with overrides."
+        if name not in UPDATE_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(UPDATE_PRESETS)}")
+        return cls(**{**UPDATE_PRESETS[name], **overrides})
+
+# %% ../nbs/11_update.ipynb #c2429007
+UPDATE_PRESETS = dict(
+    paper=dict(),
+    tiny=dict(lr=1e-3),                      # 4e-5 moves an entry of about 0.04 by at most 4e-5 a step: six steps change nothing
+    mechanism=dict(lr=1e-2, kl_coef=0.01),   # the pilot's regime: the baseline's family entropy collapses within the run
+)
 
 # %% ../nbs/11_update.ipynb #d93bb154
 def _check_update_config(c: UpdateConfig) -> None:
