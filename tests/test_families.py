@@ -393,7 +393,7 @@ def test_machinery_is_reexported():
 
 def test_notebook_tables_are_the_rules():
     # the rules tables in the notebook's markdown are `describe_families`' output, so they cannot drift from the code
-    nb = json.loads((ROOT/'nbs'/'07_families.ipynb').read_text())
+    nb = json.loads((ROOT/'nbs'/'05_families.ipynb').read_text())
     md = '\n'.join(''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'markdown')
     test_eq([t for t in RULES if describe_families(t) not in md], [])
 
