@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
-    "task, method, preset, --config and a flag per config field, shared by train and plan."
+    "task, method, preset, --config, --reference and a flag per config field, shared by train and plan."
     p.add_argument("--task", metavar="TASK", help=f"a benchmark ({', '.join(TASK_NAMES)}; default cp26) or your own problem "
                    "as package.module:attr (nbs/35_your_problem)")
     p.add_argument("--method", choices=METHODS, help="ugttt (the full method), baseline (TTT-Discover), no_nnm or ensemble_only "
@@ -102,6 +102,8 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=tuple(TRAIN_PRESETS), help="tiny (embedded model, CPU), mechanism (tiny in the "
                    "mechanism study's regime, docs/mechanism.md) or paper (Qwen3-8B, GPU); default tiny")
     p.add_argument("--config", type=Path, help="a JSON or YAML file of config fields; the flags override it")
+    p.add_argument("--reference", action="store_true", help="the reference code's behaviour where it departs from the paper "
+                   "(nbs/27_reference); --config and the flags override it")
     helps = config_help()
     for flag, tp in config_flags().items():   # argparse %-formats help, so a comment's "7%" is escaped
         p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(tp), help=helps[flag].replace("%", "%%"))
@@ -112,12 +114,13 @@ def _metavar(tp) -> str:
 
 # %% ../nbs/33_cli.ipynb #9f90e613
 def config_from_args(args) -> TrainConfig:
-    "The TrainConfig of parsed `train` arguments: file (if any), then task/method/preset, then the field flags."
+    "The TrainConfig of parsed `train` arguments: task/method/preset, then --reference's switches, the file (if any), the field flags."
     flags = config_flags()
     over = {k[4:]: parse_value(k[4:], v, flags[k[4:]]) for k, v in vars(args).items() if k.startswith("cfg:") and v is not None}
     named = {k: v for k, v in (("task", args.task), ("method", args.method), ("preset", args.preset)) if v is not None}
-    if args.config is not None: return load_config(args.config, **named, **over)
-    return make_config(named.get("task", "cp26"), named.get("method", "ugttt"), named.get("preset", "tiny"), **over)
+    ref = dict(reference=True) if getattr(args, "reference", False) else {}   # make_config applies it under the file and flags
+    if args.config is not None: return load_config(args.config, **named, **over, **ref)
+    return make_config(named.get("task", "cp26"), named.get("method", "ugttt"), named.get("preset", "tiny"), **ref, **over)
 
 # %% ../nbs/33_cli.ipynb #a90fa8ae
 def report_rows(runs) -> list[dict]:

@@ -164,9 +164,11 @@ def make_config(
     task: str = "cp26",       # ac1, ac2, cp26 or erdos
     method: str = "ugttt",    # ugttt, baseline or no_nnm
     preset: str = "tiny",     # tiny (embedded model, CPU), mechanism (tiny in the mechanism study's regime) or paper (Qwen3-8B, GPU)
+    *,
+    reference: bool = False,  # True: the reference code's behaviour where it departs from the paper (27_reference), under the overrides
     **overrides,              # field=value, nested as "policy.lora_rank"=8 or policy={"lora_rank": 8}
 ) -> TrainConfig:
-    "A validated TrainConfig: the preset, then the method's settings, then the overrides."
+    "A validated TrainConfig: the preset, then the method's settings, then (reference=True) the reference's switches, then the overrides."
     if preset not in TRAIN_PRESETS: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(TRAIN_PRESETS)}")
     if method not in METHODS: raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     top, nested = dict(TRAIN_PRESETS[preset], task=task, method=method), {s: {} for s in SECTIONS}   # each section: its own preset
@@ -174,6 +176,10 @@ def make_config(
     if method in ("baseline", "ensemble_only"): nested["update"].update(mi_coef=0.0, nnm_coef=0.0)
     elif method == "no_nnm": nested["update"]["nnm_coef"] = 0.0
     top.setdefault("streaming_on", streams_by_default(task, method))   # a preset that fixes the gate keeps it
+    if not isinstance(reference, bool): raise ValueError(f"reference must be True or False, got {reference!r}")
+    if reference:   # here, not at the top: the switches are defined and explained after this notebook (27_reference)
+        from ugttt.reference import reference_overrides
+        overrides = {**reference_overrides(task), **overrides}   # a caller's override of a switch keeps the caller's value
     for key, value in overrides.items(): _put(top, nested, key, value)
     names = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(top) - names)
