@@ -258,8 +258,8 @@ def test_sampling_generator_lives_on_the_policy_device(ens, prompt):
 def test_trainer_makes_its_generator_on_the_policy_device():
     import inspect
     from ugttt import trainer
-    src = inspect.getsource(trainer.train)
-    assert "sampling_generator(ens.device, cfg.seed)" in src and "torch.Generator()" not in src
+    src = inspect.getsource(trainer.start_run)                  # train() builds its state, the generator included, here
+    assert "sampling_generator(ens.device, cfg.seed)" in src and "torch.Generator()" not in inspect.getsource(trainer)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
