@@ -12,7 +12,7 @@ from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
-from .rundir import RunDirError, check_tree, read_json
+from .rundir import CONFIG, RunDirError, check_tree, read_json
 from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
@@ -260,7 +260,7 @@ def stored_config_diff(
     "Check a run directory's tree, then compare its config.json, as plain data, with cfg; a damaged file is a RunDirError naming it."
     run_dir = Path(run_dir)
     check_tree(run_dir)
-    try: return config_diff(read_json(run_dir / "config.json"), cfg)   # plain data: a task it names is never imported
+    try: return config_diff(read_json(run_dir / CONFIG), cfg)   # plain data: a task it names is never imported
     except RunDirError: raise
     except ValueError as e: raise RunDirError(f"{run_dir / 'config.json'}: {e}") from None
 
