@@ -104,9 +104,9 @@ def predicted(pl, *parts) -> float:
 
 def materialise_adapter_states(ens, optimizers) -> None:
     "Allocate every adapter's gradient and AdamW moments now (a step on zero gradients moves nothing), as a run holds them."
-    from ugttt.policy import adapter_parameters
-    for k, opt in enumerate(optimizers):
-        for p in adapter_parameters(ens, k): p.grad = torch.zeros_like(p)
+    from ugttt.policy import trainable_groups
+    for params, opt in zip(trainable_groups(ens), optimizers):   # one per adapter (peft), or one over the stacks
+        for p in params: p.grad = torch.zeros_like(p)
         opt.step(); opt.zero_grad(set_to_none=False)
 
 
@@ -114,23 +114,23 @@ def part_decode(ens, sz, model_dir, smoke, out) -> None:
     "Prefill 8 rows to L, time 32 decode steps (base, one adapter, 5 mixed), one gate check at the longest L."
     from ugttt.generation import _sample, sampling_generator, window_scores
     from ugttt.streaming import StreamingConfig
-    dev, V = ens.device, ens.model.get_base_model().get_output_embeddings().weight.shape[0]
+    from ugttt.policy import _forward, adapters_off
+    dev, V = ens.device, ens.base_model.get_output_embeddings().weight.shape[0]
     gen, STEPS = sampling_generator(dev, 0), sz["steps"]
     for L in sz["decode"]:
         pl = plan_at(model_dir, L + STEPS + 1, smoke)
         for mode, names in (("base", None), ("one adapter", [ens.names[0]] * ROWS), ("5 mixed", [ens.names[i % K] for i in range(ROWS)])):
             ids = torch.randint(0, 600, (ROWS, L), device=dev, generator=gen)
-            with torch.no_grad(), (ens.model.disable_adapter() if names is None else _null()):
-                kw = {} if names is None else dict(adapter_names=names)
+            with torch.no_grad(), (adapters_off(ens) if names is None else _null()):
                 past = None
                 for s in range(0, L, 4096):   # chunked prefill: only the resident cache matters here, not a 28k-token prefill
-                    o = ens.model(input_ids=ids[:, s:s + 4096], past_key_values=past, use_cache=True, logits_to_keep=1, **kw)
+                    o = _forward(ens, names, input_ids=ids[:, s:s + 4096], past_key_values=past, use_cache=True, logits_to_keep=1)
                     past = o.past_key_values
                 logits = o.logits[:, -1]
                 with Phase(dev) as ph:
                     for _ in range(STEPS):
                         nxt = _sample(logits, 1.0, gen)                                   # (ROWS,) on the device's generator
-                        o = ens.model(input_ids=nxt[:, None], past_key_values=past, use_cache=True, **kw)
+                        o = _forward(ens, names, input_ids=nxt[:, None], past_key_values=past, use_cache=True)
                         logits, past = o.logits[:, -1], o.past_key_values
             out.append(dict(part="decode", what=f"{ROWS} rows at {L:,}, {mode}", seconds=ph.seconds,
                             figure=f"{ph.seconds / STEPS * 1e3:.1f} ms/step, {ROWS * STEPS / ph.seconds:.0f} tok/s",
@@ -216,7 +216,7 @@ def part_training(ens, optimizers, sz, model_dir, smoke, out) -> None:
 def set_checkpointing(ens, on: bool) -> None:
     "Turn activation checkpointing of the base model on or off, in the model and in the ensemble's config."
     from ugttt.policy import enable_activation_checkpointing
-    base = ens.model.get_base_model()
+    base = ens.base_model
     if on: enable_activation_checkpointing(base)
     elif hasattr(base, "activation_checkpointing_disable"): base.activation_checkpointing_disable()
     else: base.gradient_checkpointing_disable()

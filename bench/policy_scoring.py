@@ -124,7 +124,7 @@ def bench_mixed_loop(ens_by_k, lengths, B, reps, gen, group, G):
     for K, ens in ens_by_k.items():
         base_cfg = ens.cfg
         cfgs = dict(mixed=replace(base_cfg, scoring="mixed"), loop=replace(base_cfg, scoring="loop"))
-        V = ens.model.get_base_model().get_output_embeddings().weight.shape[0]
+        V = ens.base_model.get_output_embeddings().weight.shape[0]
         cases = []
         for T in lengths:
             ids = torch.randint(0, V, (B, T), generator=gen); am = torch.ones(B, T, dtype=torch.bool)
@@ -172,7 +172,7 @@ def main():
     r = max(rows, key=lambda r: (r["K"], r["T"]))
     record("policy_scoring.py", f"scoring with token MI, K={r['K']}, T={r['T']}, B={args.batch}", 1e3 * r["whole_mi"], "ms",
            "scoring with log-probs only", 1e3 * r["whole_lp"])
-    V = next(iter(ens_by_k.values())).model.get_base_model().get_output_embeddings().weight.shape[0]
+    V = next(iter(ens_by_k.values())).base_model.get_output_embeddings().weight.shape[0]
     bench_head_dim(args.head_dims, max(args.ks), 128, V, args.reps, gen, cfg.chunk_size)
 
     ens0 = next(iter(ens_by_k.values()))

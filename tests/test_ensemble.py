@@ -1,4 +1,4 @@
-"""The stacked LoRA ensemble (ugttt.ensemble) against today's peft ensemble (ugttt.policy.LoRAEnsemble) on the embedded
+"""The stacked LoRA ensemble (ugttt.ensemble, the default) against the peft ensemble (ugttt.policy.LoRAEnsemble) on the embedded
 model in float64: the same seeds give the same adapters; mixed-adapter logits equal peft's mixed-adapter batch; all-K
 scoring as K blocks equals K single-adapter forwards; one batched backward of the K losses gives the gradients of K
 sequential per-adapter backwards through peft (and through a gradient-checkpointed model); KV-cached decoding equals
@@ -21,7 +21,8 @@ from ugttt.policy import a_stacks as peft_a_stacks
 pytestmark = pytest.mark.model   # not in test-fast (pytest.ini): float64 passes of the embedded model, K adapters
 
 K, N, T = 5, 8, 12                      # the paper's K; a batch of 8 rows of 12 tokens
-CFG = PolicyConfig.preset("tiny", n_adapters=K, lora_dropout=0.0, seed=3)   # dropout 0: the two paths draw no masks
+CFG = PolicyConfig.preset("tiny", n_adapters=K, lora_dropout=0.0, seed=3,   # dropout 0: the two paths draw no masks
+                         ensemble="peft", train_mode="per_adapter")         # peft_ens: the peft ensemble, compared with
 EPS = 1e-10                             # float64 throughout: sums of a few thousand terms round at ~1e-13
 
 
@@ -298,7 +299,8 @@ def test_init_adapters_draws_the_same_members_through_either_ensemble():
     from dataclasses import replace
     from ugttt.policy import init_adapters, member_A, trainable_groups
     cfg = PolicyConfig.preset("tiny", n_adapters=3)
-    peft, stacked = LoRAEnsemble.from_config(cfg), LoRAEnsemble.from_config(replace(cfg, ensemble="stacked"))
+    peft, stacked = LoRAEnsemble.from_config(replace(cfg, ensemble="peft", train_mode="per_adapter")), LoRAEnsemble.from_config(cfg)
+    test_eq((peft.stack is None, stacked.stack is not None), (True, True))
     for e in (peft, stacked): init_adapters(e, 7, 0.02)
     for k in range(cfg.n_adapters):
         test_eq(all(torch.equal(a, b) for a, b in zip(member_A(stacked, k), member_A(peft, k))), True)

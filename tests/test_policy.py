@@ -9,7 +9,7 @@ import pytest
 import torch
 from fastcore.test import test_eq, test_ne, test_close, test_fail
 
-from ugttt.policy import PAPER_TRANSITION, PolicyConfig, LoRAEnsemble, load_base_model, adapter_parameters, round_robin
+from ugttt.policy import PAPER_TRANSITION, PolicyConfig, LoRAEnsemble, load_base_model, adapter_grads, round_robin, trainable_groups
 from ugttt.generation import encode_prompt, generate_group, window_scores
 from ugttt.scores import score_rollouts, adapter_logprobs
 from ugttt.streaming import StreamingConfig, StreamingHistory, truncated_rollout_mask
@@ -92,7 +92,7 @@ def test_chat_rows_reach_the_cap_then_transition_then_bounded_code(qwen):
         test_eq("</think>" in g.texts[i], True)                                      # the thinking tag survives decoding
     scores = score_rollouts(qwen, g, base=False)
     own = scores.token_logprobs[g.adapters, torch.arange(4)][g.completion_mask]     # the generator's re-scored log-probs
-    D = qwen.model.get_base_model().config.hidden_size                              # 64: the length of every dot product
+    D = qwen.base_model.config.hidden_size                              # 64: the length of every dot product
     # KV-cached decode against one full forward in float32: equal to rounding (measured 1e-6 at a scale of 7: tolerance 5e-5)
     test_close(own, g.gen_logprobs[g.completion_mask], eps=float_tol(torch.float32, D, float(own.abs().max())))
 
@@ -136,7 +136,7 @@ def test_gate_closes_every_thinking_row_at_min_tokens(ens64, prompt):
         # the recorded score (the due rows in one batch) is window_scores on the same prefix alone: the paper's window
         # with context. An MI is a difference of entropies of up to log V nats, so its rounding error scales with log V.
         prefix, think = g.input_ids[i, :P + 8], g.think_mask[i, :P + 8]
-        D, V = ens.model.get_base_model().config.hidden_size, len(ens.tokenizer)
+        D, V = ens.base_model.config.hidden_size, len(ens.tokenizer)
         test_close(window_scores(ens, [prefix], [think], GATE)[0], rec.window_scores[0], eps=float_tol(torch.float64, D, math.log(V)))
         # ...and the reference's window alone is another, still finite number
         alone = window_scores(ens, [prefix], [think], replace(GATE, context=False))[0]
@@ -196,10 +196,10 @@ def test_think_end_must_be_one_token():
 # --- 6. requires_grad invariant --------------------------------------------------------------------------------------
 
 def test_adapters_stay_trainable_and_base_frozen(ens, group):
-    scores = score_rollouts(ens, group)                                   # base log-probs: inside disable_adapter
-    lp = adapter_logprobs(ens, 1, group.input_ids, group.attention_mask)  # set_adapter(adapter_1) in train mode
+    scores = score_rollouts(ens, group)                                   # base log-probs: inside adapters_off
+    lp = adapter_logprobs(ens, 1, group.input_ids, group.attention_mask)  # adapter 1 alone, in train mode
     test_eq(lp.requires_grad, True)
-    lora = {id(p) for k in range(ens.n_adapters) for p in adapter_parameters(ens, k)}
+    lora = {id(p) for params in trainable_groups(ens) for p in params}   # the adapters' parameters (the stacks, or peft's)
     params = list(ens.model.parameters())
     test_eq(all(p.requires_grad for p in params if id(p) in lora), True)
     test_eq(any(p.requires_grad for p in params if id(p) not in lora), False)
@@ -237,8 +237,8 @@ def test_shared_prompt_gives_the_same_gradient(prompt):
     for prefix in (0, g.prompt_len):
         lp = adapter_logprobs(e, 2, g.input_ids, g.attention_mask, prefix_len=prefix)
         lp[g.completion_mask].sum().backward()
-        grads.append(torch.cat([p.grad.flatten() for p in adapter_parameters(e, 2)]))
-        for p in adapter_parameters(e, 2): p.grad = None
+        grads.append(torch.cat([g.flatten() for g in adapter_grads(e, 2)]))
+        e.model.zero_grad(set_to_none=True)
     scale = float(grads[0].abs().max())
     # each gradient entry sums over every position of the group: n = its real tokens (measured: float32 9e-7, float64 5e-15)
     test_close(grads[1] / scale, grads[0] / scale, eps=float_tol(torch.float64, int(g.attention_mask.sum())))
@@ -279,7 +279,7 @@ sys.path.insert(0, sys.argv[2])
 from dataclasses import replace
 import qwen3_chat
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
-from ugttt.policy import PolicyConfig, LoRAEnsemble, adapter_parameters, dtype_kwarg
+from ugttt.policy import PolicyConfig, LoRAEnsemble, adapter_grads, adapter_tensors, dtype_kwarg
 from ugttt.generation import encode_prompt, generate_group, sampling_generator
 from ugttt.scores import score_rollouts, adapter_logprobs, training_mode
 
@@ -289,18 +289,18 @@ class OlderTokenizer(PreTrainedTokenizerFast):   # transformers < 5 calls extra_
 qwen3_chat.PreTrainedTokenizerFast = OlderTokenizer   # only the test model's tokenizer; the package is untouched
 path = qwen3_chat.build_random_qwen3_chat(sys.argv[1], seed=0)
 cfg = PolicyConfig(model=str(path), dtype="float32", device="cpu", n_adapters=3, think_cap=12, code_budget=8,
-                   context_window=256, score_batch=4, seed=0, gradient_checkpointing=True)
+                   context_window=256, score_batch=4, seed=0, gradient_checkpointing=True, ensemble="peft")   # peft under the old names
 load = lambda: AutoModelForCausalLM.from_pretrained(path, **dtype_kwarg(torch.float32)).eval()   # torch_dtype before 4.56
 tok = PreTrainedTokenizerFast.from_pretrained(path)
 ens = LoRAEnsemble(load(), tok, cfg)                   # gradient checkpointing under the old name, set_requires_grad's fallback
-assert all(p.requires_grad for k in range(3) for p in adapter_parameters(ens, k))
+assert all(p.requires_grad for k in range(3) for p in adapter_tensors(ens, k))
 g = generate_group(ens, encode_prompt(ens, "Write a function."), 4, generator=sampling_generator(ens.device, 0))
 padded = score_rollouts(ens, g)
 one = score_rollouts(LoRAEnsemble(load(), tok, replace(cfg, score_batch=1)), g)
 assert (padded.token_mi - one.token_mi).abs().max() < 1e-6, "unpadded scoring differs"
 with training_mode(ens, 1):
     adapter_logprobs(ens, 1, g.input_ids, g.attention_mask)[g.completion_mask].sum().backward()
-assert all(p.grad is not None for p in adapter_parameters(ens, 1))
+assert all(g is not None for g in adapter_grads(ens, 1))
 print("OK", transformers.__version__, peft.__version__)
 '''
 

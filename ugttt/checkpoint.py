@@ -99,7 +99,7 @@ def _read_state(
         if torch.cuda.is_available() and len(cuda) != torch.cuda.device_count():
             raise bad(f"holds the RNG states of {len(cuda)} CUDA devices, this machine has {torch.cuda.device_count()}; resume with as many")
     if not isinstance(st["optimizers"], list) or len(st["optimizers"]) != len(optimizers):
-        raise bad(f"holds {len(st['optimizers']) if isinstance(st['optimizers'], list) else 'no list of'} optimiser states, the run has {len(optimizers)} adapters")
+        raise bad(f"holds {len(st['optimizers']) if isinstance(st['optimizers'], list) else 'no list of'} optimiser states, the run has {len(optimizers)} optimiser(s)")
     for k, (o, s) in enumerate(zip(optimizers, st["optimizers"])):
         why = _optimizer_mismatch(o, s)
         if why: raise bad(f"optimiser {k}: {why}")

@@ -104,6 +104,7 @@ def plan(
     b = {"float32": 4, "bfloat16": 2, "float16": 2}[p.dtype]
     K, C, G, c, S = p.n_adapters, p.context_window, cfg.group_size, min(p.chunk_size, p.context_window), p.score_batch
     R = G * cfg.decode_groups                                                     # rows decoded together
+    T_rows = p.train_batch * (K if p.train_mode == "batched" else 1)              # rows of one training forward (batched: K blocks)
     score = lambda T: dict(activations=S * K * T * (3 * I + 4 * D) * b, hidden=S * K * T * D * b)   # one scoring forward
     gate_T = (C if cfg.streaming.context else min(cfg.streaming.window, C)) if cfg.streaming_on else 0
     mi_buffers = int((3 + 2 / K) * 4 * K * c * V)
@@ -113,8 +114,8 @@ def plan(
                   decode_logits=R * V * (b + 3 * 4),
                   gate_forward=(max(gate["activations"], mi_buffers) + gate["hidden"]) if gate_T else 0,
                   scoring_activations=score(C)["activations"], scoring_hidden=score(C)["hidden"], mi_buffers=mi_buffers,
-                  activations=p.train_batch * 34 * C * D * L,
-                  activations_checkpointed=p.train_batch * (C * D * L * b + 34 * C * D),
+                  activations=T_rows * 34 * C * D * L,
+                  activations_checkpointed=T_rows * (C * D * L * b + 34 * C * D),
                   training_head=3 * 4 * c * V)
     ck = p.gradient_checkpointing
     train = lambda act: memory[act] + memory["training_head"]

@@ -18,9 +18,9 @@ from .default_model import load_default_model
 # %% auto #0
 __all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble',
            'peft_deprecation_silenced', 'enable_activation_checkpointing', 'dtype_kwarg', 'set_adapters_trainable',
-           'lora_layers', 'member_A', 'adapter_parameters', 'a_stacks', 'trainable_groups', 'adapter_grad_norm',
-           'adapter_state', 'set_adapter_state', 'save_adapters', 'init_adapters', 'last_hidden', 'member_hidden',
-           'sequence_scores']
+           'lora_layers', 'member_A', 'adapter_tensors', 'adapter_grads', 'a_stacks', 'trainable_groups',
+           'adapter_grad_norm', 'adapter_state', 'set_adapter_state', 'save_adapters', 'init_adapters', 'last_hidden',
+           'member_hidden', 'sequence_scores']
 
 # %% ../nbs/16_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -53,8 +53,8 @@ class PolicyConfig:
     mi_positions: str = "completion"    # U_i over the sampled tokens (paper, App. C); "all": every predicted position, prompt included (reference)
     top_frac: float = 0.07              # U_i = mean of the top 7% token MI (Eq. 3)
     gradient_checkpointing: bool = False  # recompute each decoder layer in the training backward instead of keeping its activations (paper preset: on)
-    ensemble: str = "peft"              # "peft": K peft adapters (a loop over adapters inside every LoRA layer); "stacked": the batched module of 15_ensemble
-    train_mode: str = "per_adapter"     # "per_adapter": one forward and backward per adapter (Alg. 1 Stage 5, least memory); "batched": all K in one (ensemble="stacked")
+    ensemble: str = "stacked"           # "stacked": the batched module of 15_ensemble (one batched matmul per layer); "peft": K peft adapters (a loop over adapters inside every LoRA layer)
+    train_mode: str = "per_adapter"     # "per_adapter": one forward and backward per adapter (Alg. 1 Stage 5, least memory; paper); "batched": all K in one (ensemble="stacked"; tiny)
 
     def __post_init__(self): _check_policy_config(self)
 
@@ -67,7 +67,7 @@ class PolicyConfig:
 # %% ../nbs/16_policy.ipynb #49ac5214
 _TINY_POLICY = dict(   # the embedded model on a CPU; the transition is the "</think>\n" it was trained on
     model="default", dtype="float32", device="cpu", n_adapters=5, seed=0, think_cap=24, code_budget=160, context_window=512,
-    max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8, scoring="loop")
+    max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8, scoring="loop", train_mode="batched")
 
 POLICY_PRESETS = dict(
     # Gradient checkpointing: a 26k-token training forward of Qwen3-8B keeps ~150 GiB of activations otherwise (32_plan).
@@ -77,7 +77,7 @@ POLICY_PRESETS = dict(
     # The embedded model thinks for 18-39 tokens and writes 75-116 in all: the cap at 24 closes about half the
     # rollouts by force. K = 5 as in the paper, so that a tiny run's logs read like a paper run's.
     tiny=_TINY_POLICY,
-    mechanism=dict(_TINY_POLICY, ensemble="peft"),   # pinned: every arm and seed of the study through one kernel path
+    mechanism=dict(_TINY_POLICY, ensemble="peft", train_mode="per_adapter"),   # pinned: the study's 36 runs went through peft
 )
 
 # %% ../nbs/16_policy.ipynb #9f02f597
@@ -166,7 +166,7 @@ def _rms_norms_in_float64(model) -> int:
 
 # %% ../nbs/16_policy.ipynb #2bd272a0
 class LoRAEnsemble:
-    "K LoRA adapters on one frozen causal LM (peft): generation, all-adapter scoring and per-adapter training forwards."
+    "K LoRA adapters on one frozen causal LM (stacked, or peft): generation, all-adapter scoring and training forwards."
 
     def __init__(self,
                  model,               # a causal LM (frozen here), e.g. from load_base_model
@@ -282,13 +282,16 @@ def member_A(ens: LoRAEnsemble, k: int) -> list[Tensor]:
     return [m.lora_A[ens.names[k]].weight for m in lora_layers(ens)]
 
 # %% ../nbs/16_policy.ipynb #6c09ab22
-def adapter_parameters(ens: LoRAEnsemble, k: int) -> list[Tensor]:
-    "The trainable tensors of peft adapter k: every layer's A (r, d_in) and B (d_out, r)."
-    if ens.stack is not None:
-        raise ValueError("stacked adapters share their (K, r, d_in) tensors: use trainable_groups(ens) for the optimiser "
-                         "and adapter_grad_norm(ens, k) for one adapter's gradient")
+def adapter_tensors(ens: LoRAEnsemble, k: int) -> list[Tensor]:
+    "Adapter k's A (r, d_in) and B (d_out, r) of every adapted layer, in layer order: peft's parameters, or views into the stacks."
+    if ens.stack is not None: return [w[k] for m in ens.stack.layers for w in (m.lora_A, m.lora_B)]
     name = ens.names[k]
     return [w for m in lora_layers(ens) for w in (m.lora_A[name].weight, m.lora_B[name].weight)]
+
+def adapter_grads(ens: LoRAEnsemble, k: int) -> list[Tensor | None]:
+    "The accumulated gradients of adapter_tensors(ens, k), in its order (a view has no .grad of its own); None where there is none."
+    if ens.stack is not None: return [None if w.grad is None else w.grad[k] for m in ens.stack.layers for w in (m.lora_A, m.lora_B)]
+    return [w.grad for w in adapter_tensors(ens, k)]
 
 # %% ../nbs/16_policy.ipynb #c626a9a7
 def a_stacks(ens: LoRAEnsemble) -> list[Tensor]:
@@ -300,14 +303,11 @@ def a_stacks(ens: LoRAEnsemble) -> list[Tensor]:
 def trainable_groups(ens: LoRAEnsemble) -> list[list[Tensor]]:
     "The tensors of each optimiser: one group per adapter (peft), or one group of every stack (stacked)."
     if ens.stack is not None: return [[w for m in ens.stack.layers for w in (m.lora_A, m.lora_B)]]
-    return [adapter_parameters(ens, k) for k in range(ens.n_adapters)]
+    return [adapter_tensors(ens, k) for k in range(ens.n_adapters)]
 
 def adapter_grad_norm(ens: LoRAEnsemble, k: int) -> float:
     "L2 norm of adapter k's accumulated gradient over every layer's A and B (0.0 when it has none)."
-    if ens.stack is not None:
-        grads = [g[k] for m in ens.stack.layers for g in (m.lora_A.grad, m.lora_B.grad) if g is not None]
-    else: grads = [p.grad for p in adapter_parameters(ens, k) if p.grad is not None]
-    sq = [g.detach().double().pow(2).sum() for g in grads]
+    sq = [g.detach().double().pow(2).sum() for g in adapter_grads(ens, k) if g is not None]
     return float(torch.stack(sq).sum().sqrt()) if sq else 0.0
 
 # %% ../nbs/16_policy.ipynb #59332bef
@@ -436,14 +436,14 @@ def member_hidden(
     ens: LoRAEnsemble,
     input_ids: Tensor,       # (B, T)
     attention_mask: Tensor,  # (B, T)
-    prefix_len: int = 0,     # the rows share their first prefix_len tokens ("loop" runs them once per adapter)
+    prefix_len: int = 0,     # the rows share their first prefix_len tokens: run once per adapter ("loop", or "mixed" when stacked)
 ) -> Tensor:                 # (K, B, T, D) final hidden states of every sequence under every adapter
     "Hidden states of B sequences under all K adapters: one mixed-adapter forward of K·B rows, or K forwards (cfg.scoring)."
     K, B = ens.n_adapters, input_ids.shape[0]
     if ens.cfg.scoring == "loop":
         return torch.stack([last_hidden(ens, input_ids, attention_mask, [n] * B, prefix_len) for n in ens.names])
     names = [n for n in ens.names for _ in range(B)]                            # adapter-major rows
-    h = last_hidden(ens, input_ids.repeat(K, 1), attention_mask.repeat(K, 1), names)   # (K·B, T, D)
+    h = last_hidden(ens, input_ids.repeat(K, 1), attention_mask.repeat(K, 1), names, prefix_len)   # (K·B, T, D); peft: no sharing
     return h.view(K, B, *h.shape[1:])
 
 # %% ../nbs/16_policy.ipynb #dd454aef

@@ -12,8 +12,7 @@ from torch import Tensor
 from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
 from .loss import adapter_loss_term, clipped_surrogate, kept_rollouts, kl_token_advantages, nnm_term, token_mean
 from .regularizer import nnm_loss
-from .policy import (LoRAEnsemble, a_stacks, adapter_parameters, lora_layers, adapter_grad_norm, member_A,
-                          trainable_groups)
+from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, member_A, trainable_groups
 from .generation import Rollouts
 from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, training_mode
 
