@@ -52,7 +52,7 @@ test-fast: install
 slow: install
 	UGTTT_SLOW=1 $(BIN)/python -m pytest -q --strict-markers tests
 
-# The main job: Table 1 for the tiny preset (3 seeds x 4 tasks x 2 methods, about 17 min on 2 cores), printed at the end.
+# The main job: Table 1 for the tiny preset (3 seeds x 4 tasks x 2 methods, about 11 min on 2 cores), printed at the end.
 # Runs land in reproduce/runs and are reused by the other notebooks; outputs in reproduce/out. Override with e.g.
 # `make table1 P='-y "seeds: [0, 1, 2, 3]"'` (papermill's -p passes a list as a string; lists go through -y).
 table1: install

@@ -5,7 +5,7 @@ interval's name and the number of seeds, and every aggregate and paired p consis
 table1 runs first and trains the shared smoke runs (4 tasks x 2 methods x 2 seeds); the other notebooks reuse them
 and train only what they add (the no-NNM ablation, the forced-streaming runs).
 """
-import ast, io, json, tokenize
+import ast, io, json, os, sys, tokenize
 from pathlib import Path
 import pytest
 
@@ -173,3 +173,40 @@ def test_mechanism_runs_in_smoke_mode(tmp_path):
     assert (ratio.ratio - ratio.u_last / ratio.u_init).abs().max() < 1e-12 and isinstance(head["mi_collapse_without_nnm"], bool)
     assert head["mi_collapse_without_nnm"] == bool((ratio.query("arm == 'no_nnm'").ratio < 0.1).all())
     assert head["pilot_check"] == {}                                                    # smoke runs are not the pilot's runs
+
+
+_PARENT = '''
+import sys, time
+from pathlib import Path
+from ugttt.reproduce import _start_worker, run_config, RunSpec
+proc = _start_worker(run_config(RunSpec("cp26", "baseline", 0), epochs=50), Path(sys.argv[1]), False, 1)   # minutes of work
+print(proc.pid, flush=True)
+time.sleep(600)
+'''
+
+
+def _alive(pid: int) -> bool:
+    "Whether pid runs (a zombie waiting for a reaper counts as gone)."
+    try: state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError: return False
+    return "\nState:\tZ" not in state
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_training_worker_dies_with_the_process_that_started_it(tmp_path):
+    "Kill -9 the process running train_runs: its worker stops too instead of training on into the run directory."
+    import signal, subprocess, time
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        deadline = time.time() + 60
+        while not (tmp_path / "run" / "config.json").exists() and time.time() < deadline: time.sleep(0.2)
+        assert _alive(worker) and (tmp_path / "run" / "config.json").exists(), "the worker did not start its run"
+        parent.send_signal(signal.SIGKILL); parent.wait()
+        deadline = time.time() + 20
+        while _alive(worker) and time.time() < deadline: time.sleep(0.2)
+        assert not _alive(worker), f"worker {worker} kept training after the process that started it was killed"
+    finally:
+        if parent.poll() is None: parent.kill()
+        try: os.kill(worker, signal.SIGKILL)
+        except (ProcessLookupError, NameError, UnboundLocalError): pass

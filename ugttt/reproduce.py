@@ -174,7 +174,11 @@ def train_runs(
         raise RuntimeError(f"training {failed[0]} failed; the end of {_log_path(failed[0])}:\n{_tail(_log_path(failed[0]))}")
 
 # %% ../nbs/34_reproduce.ipynb #1cc771cf
-_CHILD = ("import json, sys, torch; torch.set_num_threads(int(sys.argv[4]))\n"
+_CHILD = ("import json, os, sys\n"
+          "if sys.platform.startswith('linux'):   # die with the parent (PR_SET_PDEATHSIG = 1), or at once if it died already\n"
+          "    import ctypes, signal; ctypes.CDLL(None).prctl(1, signal.SIGTERM)\n"
+          "    if os.getppid() != int(sys.argv[5]): sys.exit('the process that started this run has exited')\n"
+          "import torch; torch.set_num_threads(int(sys.argv[4]))\n"
           "from ugttt.config import config_from_dict; from ugttt.trainer import train\n"
           "train(config_from_dict(json.load(open(sys.argv[1]))), sys.argv[2], resume=sys.argv[3] == '1', progress=False)")
 
@@ -187,7 +191,8 @@ def _start_worker(cfg: TrainConfig, path: Path, resume: bool, threads: int) -> s
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     log = open_append(_log_path(path))
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(spec), str(path), "1" if resume else "0", str(threads)],
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(spec), str(path), "1" if resume else "0", str(threads),
+                             str(os.getpid())],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
     proc.log = log
     return proc
