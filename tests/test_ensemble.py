@@ -22,7 +22,7 @@ pytestmark = pytest.mark.model   # not in test-fast (pytest.ini): float64 passes
 
 K, N, T = 5, 8, 12                      # the paper's K; a batch of 8 rows of 12 tokens
 CFG = PolicyConfig.preset("tiny", n_adapters=K, lora_dropout=0.0, seed=3,   # dropout 0: the two paths draw no masks
-                         ensemble="peft", train_mode="per_adapter")         # peft_ens: the peft ensemble, compared with
+                         ensemble="peft", train_mode="per_adapter")         # peft_ens: K peft adapters; stacked: the same draws
 EPS = 1e-10                             # float64 throughout: sums of a few thousand terms round at ~1e-13
 
 
