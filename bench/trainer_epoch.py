@@ -6,7 +6,7 @@ temporary run directory, with its own sandbox (cfg.sandbox_workers workers), as 
 gives the trainer's own time split, read from the epoch records' `time/*` keys:
   generate = time/rollout (PUCT parents, prompts, batched decoding), verify = time/verify (sandbox + scoring of the
   programs), score = time/score (all-adapter scoring: token MI, U_i, base log-probs), update = time/train (advantages,
-  sequential per-adapter backward, NNM, AdamW), epoch = time/total (all of run_epoch, logs included);
+  the K adapters' backward, batched or one after another, NNM, AdamW), epoch = time/total (all of run_epoch, logs included);
 ckpt = the epoch's checkpoint (save_checkpoint, timed by wrapping it); setup (model load, sandbox start) is printed
 per method. The per-epoch figure compared with the target is epoch + ckpt.
 Epoch 1 includes warm-up (first decode, allocator, sandbox workers' first programs): read epoch 2 as the steady state.
@@ -26,7 +26,7 @@ the "arithmetic estimate" the script prints next to the measured ratio (one epoc
 forwards into one does not change the arithmetic; only a device where one batched forward of K blocks costs less than
 K forwards (a GPU with a small model, where launches and not flops set the time) can go well below it.
 
-Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt baseline] [--ensembles peft stacked-batched] [--task cp26]
+Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt baseline] [--ensembles stacked-batched peft] [--task cp26]
 """
 import argparse, os, sys, tempfile, time
 from pathlib import Path
@@ -109,15 +109,15 @@ def main():
                        base if name == ug and base in steady else "", steady.get(base) if name == ug else None)
         if ug in steady and base in steady:
             b = phases[base]
-            floor = (b["generate"] + b["verify"] + (K + 1) / 2 * b["score"] + K * b["update"]) / b["epoch"]
+            estimate = (b["generate"] + b["verify"] + (K + 1) / 2 * b["score"] + K * b["update"]) / b["epoch"]
             print(f"{ensemble}: ugttt / baseline epoch {steady[ug] / steady[base]:.2f}x (target <= 1.5x); phases "
                   + ", ".join(f"{n} {phases[ug][n] / b[n]:.2f}x" for n, _ in SPLIT[:-1] if b[n] > 0)
-                  + f"; arithmetic estimate {floor:.2f}x (K = {K}: score x{(K + 1) / 2:g}, update x{K})")
+                  + f"; arithmetic estimate {estimate:.2f}x (K = {K}: score x{(K + 1) / 2:g}, update x{K})")
     if "ugttt (peft)" in steady:
         for ensemble in a.ensembles:
             if ensemble != "peft" and f"ugttt ({ensemble})" in steady:
                 record("trainer_epoch.py", f"tiny epoch ({which}), ugttt ({ensemble}) against ugttt through peft",
-                       steady[f"ugttt ({ensemble})"], "s", "ugttt (peft)", steady.get("ugttt (peft)"))
+                       steady[f"ugttt ({ensemble})"], "s", "ugttt (peft)", steady["ugttt (peft)"])
     for method, s in steady.items():
         print(f"target <= {TARGET_S:.0f} s per epoch ({which}, epoch + ckpt), {method}: {s:.1f} s, "
               f"{'holds' if s <= TARGET_S else 'does NOT hold'}")
