@@ -4,14 +4,73 @@
 
 # %% ../nbs/20_loss.ipynb #f550b970
 from __future__ import annotations
+import math
+from dataclasses import dataclass
 import torch
 from torch import Tensor
 from .advantage import group_tensor, is_constant_group
 from .uncertainty import _mask_as_bool
 
 # %% auto #0
-__all__ = ['token_mean', 'kl_token_advantages', 'kl_to_base', 'clipped_surrogate', 'adapter_pg_loss', 'kept_rollouts',
-           'adapter_loss_term', 'nnm_term']
+__all__ = ['UPDATE_PRESETS', 'UpdateConfig', 'token_mean', 'kl_token_advantages', 'kl_centre', 'kl_to_base', 'clipped_surrogate',
+           'behaviour_weights', 'adapter_pg_loss', 'kept_rollouts', 'training_rows', 'adapter_loss_term', 'nnm_term']
+
+# %% ../nbs/20_loss.ipynb #b3047191
+@dataclass(frozen=True)
+class UpdateConfig:
+    "The objective and the optimiser: MI shaping, the per-adapter loss, KL, NNM and AdamW. Defaults: the paper (App. E)."
+    mi_coef: float = 0.1                # alpha, base rate of the MI bonus (Eq. 5); 0 = TTT-Discover's advantages
+    beta_ref: float = 2.0               # reference temperature of gamma_eff (Eq. 5)
+    gamma_max: float = 10.0             # clip of beta / beta_ref (Eq. 5)
+    mi_clip: float = 3.0                # clip of the standardised U (Eq. 4)
+    clip_eps: float | None = 0.2        # IS clip epsilon (Eq. 13); None = unclipped (reference)
+    ratio_to: str = "own"               # "own": pi_k / pi_k,old of the scoring pass (Eq. 13); "generator": pi_k / pi_gen (reference)
+    train_on: str = "all"               # "all": adapter k learns from every kept rollout of its group (paper, reference); "own": only from those it generated
+    behaviour_weight: str = "none"      # "none" (paper); "truncated": each token's surrogate times the detached min(pi_k,old / pi_gen, behaviour_cap)
+    behaviour_cap: float = 2.0          # c, the truncation of the behaviour weight (read only with behaviour_weight="truncated")
+    kl_coef: float = 0.01               # lambda_KL of the token-wise KL correction (App. A)
+    kl_group_centred: bool = False      # True: the reference's group-centred correction with the generator's log-probs
+    min_abs_advantage: float = 0.0      # drop rollouts with |A_i^shaped| below this (reference: 1e-8); 0 keeps all
+    nnm_coef: float = 0.075             # lambda_NNM (Eq. 8; App. E)
+    nnm_per_rollout: bool = True        # lambda_NNM·L_NNM / N, the reference's scale (0.075 was tuned under it); False = Eq. 8 literally
+    lr: float = 4e-5                    # AdamW learning rate (App. E)
+    betas: tuple[float, float] = (0.9, 0.95)   # AdamW betas (reference; the paper does not give them)
+    weight_decay: float = 0.0           # AdamW weight decay (reference: 0, not torch's default 0.01)
+    adam_eps: float = 1e-8              # AdamW epsilon (torch's default)
+
+    def __post_init__(self): _check_update_config(self)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "UpdateConfig":
+        "The `paper` (App. E), `tiny` or `mechanism` settings (the embedded model's learning rates), with overrides."
+        if name not in UPDATE_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(UPDATE_PRESETS)}")
+        return cls(**{**UPDATE_PRESETS[name], **overrides})
+
+# %% ../nbs/20_loss.ipynb #c2429007
+UPDATE_PRESETS = dict(
+    paper=dict(),
+    tiny=dict(lr=1e-3),                      # 4e-5 moves an entry of about 0.04 by at most 4e-5 a step: six steps change nothing
+    mechanism=dict(lr=1e-2, kl_coef=0.01),   # the pilot's regime: the baseline's family entropy collapses within the run
+)
+
+# %% ../nbs/20_loss.ipynb #d93bb154
+def _check_update_config(c: UpdateConfig) -> None:
+    "Raise a ValueError naming the first field of an UpdateConfig that is out of range."
+    for name in ("mi_coef", "gamma_max", "kl_coef", "min_abs_advantage", "nnm_coef", "weight_decay"):
+        if not getattr(c, name) >= 0: raise ValueError(f"{name} must be >= 0, got {getattr(c, name)}")
+    for name in ("beta_ref", "mi_clip", "lr", "adam_eps"):
+        if not getattr(c, name) > 0: raise ValueError(f"{name} must be > 0, got {getattr(c, name)}")
+    if c.clip_eps is not None and not 0 < c.clip_eps < 1: raise ValueError(f"clip_eps must lie in (0, 1) or be None, got {c.clip_eps}")
+    if c.ratio_to not in ("own", "generator"): raise ValueError(f"ratio_to must be 'own' or 'generator', got {c.ratio_to!r}")
+    if c.train_on not in ("all", "own"): raise ValueError(f"train_on must be 'all' or 'own', got {c.train_on!r}")
+    if c.behaviour_weight not in ("none", "truncated"):
+        raise ValueError(f"behaviour_weight must be 'none' or 'truncated', got {c.behaviour_weight!r}")
+    if not (1 <= c.behaviour_cap < math.inf):   # a cap below 1 would down-weight on-policy tokens (weight 1)
+        raise ValueError(f"behaviour_cap must be a finite number >= 1, got {c.behaviour_cap}")
+    if c.behaviour_weight == "truncated" and c.ratio_to == "generator":
+        raise ValueError("behaviour_weight='truncated' corrects the ratio pi_k / pi_k,old for the sampler; ratio_to='generator' "
+                         "already divides by pi_gen: use one of the two")
+    if len(c.betas) != 2 or not all(0 <= b < 1 for b in c.betas): raise ValueError(f"betas must be two numbers in [0, 1), got {c.betas}")
 
 # %% ../nbs/20_loss.ipynb #a4f841ae
 def token_mean(
@@ -44,6 +103,7 @@ def kl_token_advantages(
     logp_base: Tensor | None = None,    # (G, T) log-probs under the base model (adapters disabled)
     kl_coef: float = 0.01,       # lambda_KL (paper App. E: 0.01); 0 switches the correction off
     group_centred: bool = False, # True: the reference's group-centred form (pass the generator's log-probs as logp_policy)
+    centre: Tensor | None = None,  # () d_bar of the whole group (kl_centre) when these rows are part of one; None: from these rows
 ) -> Tensor:                     # (G, T) per-token advantages A_{i,t}; 0 outside the mask; no gradient
     "Per-token advantages A_i - lambda_KL·(log pi - log pi_base), the paper's token-wise KL correction (App. A); group-centred as a switch."
     m = _bool_mask(mask)
@@ -53,7 +113,7 @@ def kl_token_advantages(
     if kl_coef == 0: return torch.where(m, a[:, None], zero)                       # (G, T)
     d = _token_values(logp_policy, "logp_policy", m) - _token_values(logp_base, "logp_base", m)  # (G, T), 0 outside m
     d = d.to(torch.promote_types(d.dtype, a.dtype))
-    if group_centred: d = d - d.sum() / m.sum().clamp_min(1)                        # d - d_bar over the group's tokens
+    if group_centred: d = d - (kl_centre(logp_policy, logp_base, m, a.dtype) if centre is None else centre)   # d - d_bar
     return torch.where(m, a[:, None] - kl_coef * d, zero.to(d.dtype))
 
 # %% ../nbs/20_loss.ipynb #ba527243
@@ -82,6 +142,18 @@ def _token_values(
     if not torch.isfinite(x.detach()[m]).all(): raise ValueError(f"{name} must be finite at the sampled tokens (mask 1)")
     x = x.detach() if detach else x
     return torch.where(m, x, torch.zeros((), dtype=x.dtype, device=x.device))
+
+# %% ../nbs/20_loss.ipynb #b8779d86
+def kl_centre(
+    logp_policy: Tensor,  # (G, T) log-probs the correction uses (the reference's: the generator's, Rollouts.gen_logprobs)
+    logp_base: Tensor,    # (G, T) base-model log-probs
+    mask: Tensor,         # (G, T) completion mask of the whole group
+    dtype: torch.dtype = torch.float64,  # the advantages' dtype, which the log-ratio is promoted to
+) -> Tensor:              # () d_bar = sum_{i,t} m·d / max(1, sum m), with d = log pi - log pi_base
+    "The centre of the group-centred KL correction: the mean log-ratio to the base over the group's sampled tokens."
+    m = _bool_mask(mask)
+    d = _token_values(logp_policy, "logp_policy", m) - _token_values(logp_base, "logp_base", m)   # (G, T), 0 outside m
+    return d.to(torch.promote_types(d.dtype, dtype)).sum() / m.sum().clamp_min(1)
 
 # %% ../nbs/20_loss.ipynb #ba0d3d6a
 def kl_to_base(
@@ -116,6 +188,20 @@ def clipped_surrogate(
         s = torch.minimum(rho * adv, rho.clamp(1 - clip_eps, 1 + clip_eps) * adv)
     return torch.where(m, s, torch.zeros((), dtype=s.dtype, device=s.device))
 
+# %% ../nbs/20_loss.ipynb #71831f3b
+def behaviour_weights(
+    logp_own_old: Tensor,  # (G, T) log pi_k,old: adapter k's log-probs from the scoring pass (the proximal policy)
+    logp_gen: Tensor,      # (G, T) log pi_gen: the generating adapter's sampling log-probs (the behaviour policy)
+    mask: Tensor,          # (G, T) completion mask: 1 = sampled token
+    cap: float = 2.0,      # c, the truncation (UpdateConfig.behaviour_cap)
+) -> Tensor:               # (G, T) w = min(pi_k,old / pi_gen, c) at sampled tokens, 0 elsewhere; no gradient
+    "Truncated behaviour weights min(pi_k,old / pi_gen, c) per sampled token (decoupled PPO's off-policy correction)."
+    m = _bool_mask(mask)
+    if not 0 < cap < math.inf: raise ValueError(f"cap must be a positive finite number, got {cap}")
+    d = _token_values(logp_own_old, "logp_own_old", m) - _token_values(logp_gen, "logp_gen", m)   # (G, T), 0 outside m
+    w = torch.exp(d).clamp_max(cap)             # exactly c when truncated; an overflow to inf is truncated too
+    return torch.where(m, w, torch.zeros((), dtype=w.dtype, device=w.device))
+
 # %% ../nbs/20_loss.ipynb #a65b7d6a
 def adapter_pg_loss(
     logp: Tensor,                 # (G, T) log pi_theta_k of the realised tokens, with gradient (training forward of adapter k)
@@ -123,11 +209,11 @@ def adapter_pg_loss(
     mask: Tensor,                 # (G, T) completion mask: prompt 0, sampled 1, teacher-forced 0
     logp_own_old: Tensor | None = None,  # (G, T) adapter k's log-probs from the scoring pass (the paper's pi_theta_k,old)
     logp_base: Tensor | None = None,     # (G, T) base-model log-probs (adapters disabled); needed when kl_coef > 0
-    logp_gen: Tensor | None = None,      # (G, T) the generating adapter's sampling log-probs; needed by the reference forms
-    cfg=None,                     # an UpdateConfig (21_update): kl_coef, clip_eps, ratio_to, kl_group_centred; None: the paper's
+    logp_gen: Tensor | None = None,      # (G, T) the generating adapter's sampling log-probs; needed by the reference forms and the behaviour weight
+    cfg: UpdateConfig | None = None,     # kl_coef, clip_eps, ratio_to, kl_group_centred, behaviour_weight, behaviour_cap; None: the paper's
+    centre: Tensor | None = None,        # () the whole group's d_bar (kl_centre) when these rows are part of a group (group-centred KL)
 ) -> Tensor:                      # (G,) per-rollout loss L_{i,k} (token mean of -surrogate); 0 for an empty rollout
     "Per-rollout loss of adapter k on one group: -token-mean of the clipped-IS surrogate with the KL-corrected advantage (paper Eq. 13)."
-    from ugttt.update import UpdateConfig   # here, not at the top: ugttt.update imports this module
     cfg = UpdateConfig() if cfg is None else cfg
     if not isinstance(cfg, UpdateConfig): raise TypeError(f"cfg must be an UpdateConfig, got {type(cfg).__name__}")
     logp_old = logp_own_old if cfg.ratio_to == "own" else logp_gen
@@ -136,8 +222,14 @@ def adapter_pg_loss(
     logp_kl = logp_gen if cfg.kl_group_centred else logp_own_old
     if cfg.kl_coef != 0 and (logp_kl is None or logp_base is None):
         raise ValueError(f"the KL correction (kl_coef > 0) needs logp_base and {'logp_gen' if cfg.kl_group_centred else 'logp_own_old'}")
-    adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=cfg.kl_coef, group_centred=cfg.kl_group_centred)
-    return -token_mean(clipped_surrogate(logp, logp_old, adv, mask, clip_eps=cfg.clip_eps), _bool_mask(mask, adv.shape))
+    truncated = cfg.behaviour_weight == "truncated"
+    if truncated and (logp_own_old is None or logp_gen is None):
+        raise ValueError("behaviour_weight='truncated' needs logp_own_old and logp_gen")
+    adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=cfg.kl_coef, group_centred=cfg.kl_group_centred,
+                              centre=centre)
+    s = clipped_surrogate(logp, logp_old, adv, mask, clip_eps=cfg.clip_eps)   # (G, T)
+    if truncated: s = s * behaviour_weights(logp_own_old, logp_gen, mask, cfg.behaviour_cap)
+    return -token_mean(s, _bool_mask(mask, adv.shape))
 
 # %% ../nbs/20_loss.ipynb #cba55924
 def kept_rollouts(
@@ -154,6 +246,23 @@ def kept_rollouts(
         if a.numel() != r.numel(): raise ValueError(f"advantages must have one value per rollout ({r.numel()}), got {a.numel()}")
         keep &= a.abs() >= min_abs_advantage
     return keep
+
+# %% ../nbs/20_loss.ipynb #b75fb5c9
+def training_rows(
+    keep: Tensor,           # (G,) bool: the kept rollouts of one group (kept_rollouts)
+    generators: Tensor,     # (G,) int64: the adapter that generated each rollout (Rollouts.adapters)
+    n_adapters: int,        # K
+    train_on: str = "all",  # "all": every kept rollout for every adapter (paper); "own": each adapter its own (UpdateConfig.train_on)
+) -> Tensor:                # (K, G) bool: rollout i enters adapter k's loss
+    "Which kept rollouts of a group each adapter trains on: all of them (paper), or those it generated (train_on='own')."
+    if train_on not in ("all", "own"): raise ValueError(f"train_on must be 'all' or 'own', got {train_on!r}")
+    keep = keep.to(torch.bool)
+    if not isinstance(generators, Tensor) or generators.shape != keep.shape or generators.is_floating_point():
+        raise ValueError(f"generators must be one adapter index per rollout, shape {tuple(keep.shape)}, got {generators!r}")
+    if train_on == "all": return keep.expand(n_adapters, -1).clone()       # (K, G): who generated a rollout does not matter
+    if keep.numel() and not (0 <= int(generators.min()) and int(generators.max()) < n_adapters):
+        raise ValueError(f"generators must lie in [0, {n_adapters}), got {generators.tolist()}")
+    return keep & (generators.to(keep.device) == torch.arange(n_adapters, device=keep.device)[:, None])   # (K, G)
 
 # %% ../nbs/20_loss.ipynb #ff5c4503
 def adapter_loss_term(

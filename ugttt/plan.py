@@ -104,7 +104,8 @@ def plan(
     b = {"float32": 4, "bfloat16": 2, "float16": 2}[p.dtype]
     K, C, G, c, S = p.n_adapters, p.context_window, cfg.group_size, min(p.chunk_size, p.context_window), p.score_batch
     R = G * cfg.decode_groups                                                     # rows decoded together
-    T_rows = p.train_batch * (K if p.train_mode == "batched" else 1)              # rows of one training forward (batched: K blocks)
+    own = cfg.update.train_on == "own"                                            # each rollout trains its generating adapter only
+    T_rows = p.train_batch * (K if p.train_mode == "batched" and not own else 1)  # rows of one training forward (batched "all": K blocks)
     score = lambda T: dict(activations=S * K * T * (3 * I + 4 * D) * b, hidden=S * K * T * D * b)   # one scoring forward
     gate_T = (C if cfg.streaming.context else min(cfg.streaming.window, C)) if cfg.streaming_on else 0
     mi_buffers = int((3 + 2 / K) * 4 * K * c * V)
@@ -128,9 +129,11 @@ def plan(
     new = _max_new_tokens(cfg)
     rollouts = cfg.groups_per_epoch * G
     forwards = K + (1 if cfg.update.kl_coef > 0 else 0)                          # + the base model's log-probs for the KL
+    trains = 1 if own else K                                                      # training forwards of each rollout
     epoch = dict(rollouts=rollouts, max_tokens_per_rollout=new, max_generated_tokens=rollouts * new,
                  scoring_forwards_per_rollout=forwards,
-                 scoring_token_forwards=forwards * rollouts * new, training_token_forwards=K * rollouts * new)
+                 scoring_token_forwards=forwards * rollouts * new, training_forwards_per_rollout=trains,
+                 training_token_forwards=trains * rollouts * new)
     out = Plan(p.model, n, memory, phases, peak_ck if ck else peak_full, peak_full, peak_ck, ck, epoch, gpu_gib)
     if gpu_gib is not None: _verdict(out, gpu_gib * 2**30)
     return out
@@ -182,7 +185,8 @@ def format_plan(
               f"{(pl.peak_bytes_full if pl.checkpointing else pl.peak_bytes_checkpointed) / 2**30:.2f} GiB)",
               f"epoch: {e['rollouts']} rollouts of at most {e['max_tokens_per_rollout']:,} tokens "
               f"({e['max_generated_tokens']:,} generated; {e['scoring_token_forwards']:,} token-forwards to score "
-              f"({e['scoring_forwards_per_rollout']} per token), {e['training_token_forwards']:,} to train)"]
+              f"({e['scoring_forwards_per_rollout']} per token), {e['training_token_forwards']:,} to train "
+              f"({e['training_forwards_per_rollout']} per token))"]
     if pl.gpu_gib is not None:
         lines.append(f"on a {pl.gpu_gib:g} GiB GPU: " + ("fits" if pl.fits else "DOES NOT FIT") + "".join(f"\n  - {s}" for s in pl.notes))
     return "\n".join(lines)

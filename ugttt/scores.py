@@ -15,7 +15,7 @@ from .generation import Rollouts
 
 # %% auto #0
 __all__ = ['RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs', 'ensemble_logprobs',
-           'training_mode']
+           'routed_logprobs', 'training_mode']
 
 # %% ../nbs/19_scores.ipynb #aefe9214
 @dataclass
@@ -140,6 +140,22 @@ def ensemble_logprobs(
     with training_mode(ens, None):
         hidden = last_hidden(ens, ids, am, [n for n in ens.names for _ in range(B)], prefix_len)   # (K·B, T, D)
         return _realised_logprobs(ens, hidden, ids, am).view(K, B, T)
+
+# %% ../nbs/19_scores.ipynb #a6f540ed
+def routed_logprobs(
+    ens: LoRAEnsemble,
+    input_ids: Tensor,       # (B, T) right-padded ids
+    attention_mask: Tensor,  # (B, T) bool
+    adapters: Tensor,        # (B,) int64: the adapter each row goes through (e.g. the one that generated it)
+    prefix_len: int = 0,     # the rows share their first prefix_len tokens (a group's prompt)
+) -> Tensor:                 # (B, T) log pi_{adapters[i]}(token t | tokens < t), gradient into adapter adapters[i] only
+    "Training forward with each row through its own adapter (stacked ensemble): one forward for the rows of several adapters, LoRA dropout on."
+    if ens.stack is None: raise ValueError("routed_logprobs trains several adapters in one forward: it needs ensemble='stacked'")
+    if adapters.shape != input_ids.shape[:1]: raise ValueError(f"adapters must name one adapter per row ({input_ids.shape[0]}), got {tuple(adapters.shape)}")
+    prefix_len = _training_prefix(ens, prefix_len, "routed_logprobs", "None")
+    with training_mode(ens, None):
+        hidden = last_hidden(ens, input_ids, attention_mask, [ens.names[k] for k in adapters.tolist()], prefix_len)   # (B, T, D)
+        return _realised_logprobs(ens, hidden, input_ids, attention_mask)
 
 # %% ../nbs/19_scores.ipynb #a839669b
 @contextmanager

@@ -10,61 +10,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
-from .loss import adapter_loss_term, clipped_surrogate, kept_rollouts, kl_token_advantages, nnm_term, token_mean
+from .loss import (UPDATE_PRESETS, UpdateConfig, adapter_loss_term, adapter_pg_loss, kept_rollouts, kl_centre, nnm_term,
+                        training_rows)
 from .regularizer import nnm_loss
-from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, member_A, trainable_groups
+from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, adapter_tensors, member_A, trainable_groups
 from .generation import Rollouts
-from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, training_mode
+from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, routed_logprobs, training_mode
 
 # %% auto #0
-__all__ = ['UPDATE_PRESETS', 'UpdateConfig', 'group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward',
-           'group_backward', 'nnm_backward', 'update_epoch', 'max_principal_cosine']
-
-# %% ../nbs/21_update.ipynb #b3047191
-@dataclass(frozen=True)
-class UpdateConfig:
-    "The objective and the optimiser: MI shaping, the per-adapter loss, KL, NNM and AdamW. Defaults: the paper (App. E)."
-    mi_coef: float = 0.1                # alpha, base rate of the MI bonus (Eq. 5); 0 = TTT-Discover's advantages
-    beta_ref: float = 2.0               # reference temperature of gamma_eff (Eq. 5)
-    gamma_max: float = 10.0             # clip of beta / beta_ref (Eq. 5)
-    mi_clip: float = 3.0                # clip of the standardised U (Eq. 4)
-    clip_eps: float | None = 0.2        # IS clip epsilon (Eq. 13); None = unclipped (reference)
-    ratio_to: str = "own"               # "own": pi_k / pi_k,old of the scoring pass (Eq. 13); "generator": pi_k / pi_gen (reference)
-    kl_coef: float = 0.01               # lambda_KL of the token-wise KL correction (App. A)
-    kl_group_centred: bool = False      # True: the reference's group-centred correction with the generator's log-probs
-    min_abs_advantage: float = 0.0      # drop rollouts with |A_i^shaped| below this (reference: 1e-8); 0 keeps all
-    nnm_coef: float = 0.075             # lambda_NNM (Eq. 8; App. E)
-    nnm_per_rollout: bool = True        # lambda_NNM·L_NNM / N, the reference's scale (0.075 was tuned under it); False = Eq. 8 literally
-    lr: float = 4e-5                    # AdamW learning rate (App. E)
-    betas: tuple[float, float] = (0.9, 0.95)   # AdamW betas (reference; the paper does not give them)
-    weight_decay: float = 0.0           # AdamW weight decay (reference: 0, not torch's default 0.01)
-    adam_eps: float = 1e-8              # AdamW epsilon (torch's default)
-
-    def __post_init__(self): _check_update_config(self)
-
-    @classmethod
-    def preset(cls, name: str, **overrides) -> "UpdateConfig":
-        "The `paper` (App. E), `tiny` or `mechanism` settings (the embedded model's learning rates), with overrides."
-        if name not in UPDATE_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(UPDATE_PRESETS)}")
-        return cls(**{**UPDATE_PRESETS[name], **overrides})
-
-# %% ../nbs/21_update.ipynb #c2429007
-UPDATE_PRESETS = dict(
-    paper=dict(),
-    tiny=dict(lr=1e-3),                      # 4e-5 moves an entry of about 0.04 by at most 4e-5 a step: six steps change nothing
-    mechanism=dict(lr=1e-2, kl_coef=0.01),   # the pilot's regime: the baseline's family entropy collapses within the run
-)
-
-# %% ../nbs/21_update.ipynb #d93bb154
-def _check_update_config(c: UpdateConfig) -> None:
-    "Raise a ValueError naming the first field of an UpdateConfig that is out of range."
-    for name in ("mi_coef", "gamma_max", "kl_coef", "min_abs_advantage", "nnm_coef", "weight_decay"):
-        if not getattr(c, name) >= 0: raise ValueError(f"{name} must be >= 0, got {getattr(c, name)}")
-    for name in ("beta_ref", "mi_clip", "lr", "adam_eps"):
-        if not getattr(c, name) > 0: raise ValueError(f"{name} must be > 0, got {getattr(c, name)}")
-    if c.clip_eps is not None and not 0 < c.clip_eps < 1: raise ValueError(f"clip_eps must lie in (0, 1) or be None, got {c.clip_eps}")
-    if c.ratio_to not in ("own", "generator"): raise ValueError(f"ratio_to must be 'own' or 'generator', got {c.ratio_to!r}")
-    if len(c.betas) != 2 or not all(0 <= b < 1 for b in c.betas): raise ValueError(f"betas must be two numbers in [0, 1), got {c.betas}")
+__all__ = ['group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward', 'nnm_backward',
+           'training_counts', 'update_epoch', 'max_principal_cosine']
 
 # %% ../nbs/21_update.ipynb #c0921c26
 def group_advantages(
@@ -102,68 +57,87 @@ def make_optimizers(
 def policy_backward(
     ens: LoRAEnsemble,                   # the ensemble (gradients accumulate in its adapters)
     groups: list[GroupUpdate],           # the epoch's scored groups
-    n_kept: int,                         # N, kept rollouts over all the epoch's groups
-    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, kl_coef, kl_group_centred
-) -> dict:                               # loss: (K,) floats, sum_i L_ik / (K·N) per adapter; max_ratio_dev: max |rho - 1|
-    "Accumulate the policy-gradient gradients of the kept rollouts, adapter after adapter, in batches of similar length."
-    K, dev = ens.n_adapters, ens.device
-    rows = [(j, i) for j, g in enumerate(groups) for i in g.keep.nonzero().flatten().tolist()]
-    if not rows: return dict(loss=[0.0] * K, max_ratio_dev=0.0)         # only constant groups: no policy-gradient term
-    length = {(j, i): int(groups[j].rollouts.attention_mask[i].sum()) for j, i in rows}
-    rows.sort(key=lambda ji: (ji[0], length[ji], ji[1]))                               # by group, then by length
-    batches = []
-    for j in sorted({j for j, _ in rows}):                                              # never across groups
-        mine = [ji for ji in rows if ji[0] == j]
-        batches += [mine[s:s + ens.cfg.train_batch] for s in range(0, len(mine), ens.cfg.train_batch)]
-    used = sorted({j for j, _ in rows})
-    r = {j: [x.to(dev) for x in (groups[j].rollouts.input_ids, groups[j].rollouts.attention_mask,
-                                 groups[j].rollouts.completion_mask, groups[j].rollouts.gen_logprobs)] for j in used}
-    targets = [_adapter_targets(groups, r, used, k, cfg) for k in range(K)]           # per adapter: (A^(k)_{i,t}, log pi_old)
+    n_kept,                              # (K,) N_k: the rollouts each adapter trains on over the epoch (training_counts); an int N: every adapter's ("all")
+    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, train_on, behaviour_weight, kl_coef, kl_group_centred
+) -> dict:                               # loss: (K,) floats, sum_i L_ik / (K·N_k) per adapter; max_ratio_dev: max |rho - 1|
+    "Accumulate the policy-gradient gradients of each adapter's training rollouts, adapter after adapter or all at once, in batches of similar length."
+    K = ens.n_adapters
+    n_train = _adapter_counts(n_kept, K, cfg.train_on)
+    rows = [[(j, i) for j, g in enumerate(groups)
+             for i in training_rows(g.keep, g.rollouts.adapters, K, cfg.train_on)[k].nonzero().flatten().tolist()] for k in range(K)]
+    if not any(rows): return dict(loss=[0.0] * K, max_ratio_dev=0.0)   # only constant groups: no policy-gradient term
+    data = {j: _group_tensors(groups[j], ens.device, cfg) for j in sorted({j for rk in rows for j, _ in rk})}
     losses, dev_max = [0.0] * K, 0.0
-    def term_of(k, lp, take, m):   # adapter k's share sum_i L_ik / (K·N) of one batch, and its largest |rho - 1|
-        adv_tok, old = targets[k]
-        lp_old = take(lambda j: old[j])
-        per = -token_mean(clipped_surrogate(lp, lp_old, take(lambda j: adv_tok[j]), m, cfg.clip_eps), m)   # (b,) L_ik
-        term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_kept, K)
-        return term, float((lp.detach() - lp_old)[m].exp().sub(1).abs().max()) if m.any() else 0.0
+    def term_of(k, lp, batch):   # adapter k's share sum_i L_ik / (K·N_k) of one batch (b rows, lp (b, L)), and its largest |rho - 1|
+        take = lambda key: _take(batch, data, key, lp.shape[-1], k)
+        m, own, gen, base = take("mask"), take("own"), take("gen"), take("base")
+        adv = torch.stack([data[j]["adv"][i] for j, i in batch])                          # (b,)
+        per = adapter_pg_loss(lp, adv, m, own, base, gen, cfg, centre=data[batch[0][0]]["centre"])   # (b,) L_ik; one group per batch
+        old = own if cfg.ratio_to == "own" else gen
+        term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_train[k], K)
+        return term, float((lp.detach() - old)[m].exp().sub(1).abs().max()) if m.any() else 0.0
     if ens.cfg.train_mode == "batched":   # all K adapters in one forward and one backward per batch (stacked ensemble)
-        for batch in batches:
-            take, ids, am, m = _batch(batch, r, length)
+        for batch in _batches(sorted({ji for rk in rows for ji in rk}), data, ens.cfg.train_batch):
+            ids, am, prompt = _take(batch, data, "ids"), _take(batch, data, "am"), groups[batch[0][0]].rollouts.prompt_len
             with training_mode(ens, None):        # through the backward: gradient checkpointing recomputes the forward
-                lp = ensemble_logprobs(ens, ids, am, prefix_len=groups[batch[0][0]].rollouts.prompt_len)   # (K, b, L)
-                terms = [term_of(k, lp[k], take, m) for k in range(K)]
-                torch.stack([t for t, _ in terms]).sum().backward()                         # the K losses are independent
-            for k, (t, d) in enumerate(terms): losses[k] += float(t.detach()); dev_max = max(dev_max, d)
+                if cfg.train_on == "all":         # every row through every adapter: K blocks of the batch
+                    lp = ensemble_logprobs(ens, ids, am, prefix_len=prompt)                         # (K, b, L)
+                    parts = [(k, lp[k], batch) for k in range(K)]
+                else:                             # every row through the adapter that generated it
+                    gens = torch.stack([data[j]["generators"][i] for j, i in batch])                # (b,)
+                    lp = routed_logprobs(ens, ids, am, gens, prefix_len=prompt)                     # (b, L)
+                    parts = [(k, lp[sel], [batch[s] for s in sel]) for k in range(K)
+                             if (sel := (gens == k).nonzero().flatten().tolist())]
+                terms = [(k, *term_of(k, x, b)) for k, x, b in parts]
+                torch.stack([t for _, t, _ in terms]).sum().backward()                      # the K losses are independent
+            for k, t, d in terms: losses[k] += float(t.detach()); dev_max = max(dev_max, d)
         return dict(loss=losses, max_ratio_dev=dev_max)
     for k in range(K):                    # Alg. 1 Stage 5: one adapter after another, each batch's graph freed at once
-        for batch in batches:
-            take, ids, am, m = _batch(batch, r, length)
-            prompt = groups[batch[0][0]].rollouts.prompt_len                                # shared by the batch's rows
+        for batch in _batches(rows[k], data, ens.cfg.train_batch):
+            ids, am, prompt = _take(batch, data, "ids"), _take(batch, data, "am"), groups[batch[0][0]].rollouts.prompt_len
             with training_mode(ens, k):           # through the backward: gradient checkpointing recomputes the forward
                 lp = adapter_logprobs(ens, k, ids, am, prefix_len=prompt)                   # (b, L), grad into adapter k
-                term, d = term_of(k, lp, take, m)
+                term, d = term_of(k, lp, batch)
                 term.backward()                                                             # frees this graph
             losses[k] += float(term.detach()); dev_max = max(dev_max, d)
     return dict(loss=losses, max_ratio_dev=dev_max)
 
 # %% ../nbs/21_update.ipynb #fb922a50
-def _adapter_targets(groups, r, used, k, cfg) -> tuple[dict, dict]:
-    "Adapter k's per-token advantages A^(k)_{i,t} (KL-corrected, App. A) and old log-probs (the ratio's denominator), per used group."
-    adv_tok, old = {}, {}
-    for j in used:
-        _, _, mask, lp_gen = r[j]
-        lp_own = groups[j].scores.token_logprobs[k].to(mask.device)                    # (G, T) pi_k,old
-        adv_tok[j] = kl_token_advantages(groups[j].advantages.to(mask.device), mask, lp_gen if cfg.kl_group_centred else lp_own,
-                                         groups[j].scores.base_logprobs, kl_coef=cfg.kl_coef,
-                                         group_centred=cfg.kl_group_centred)           # (G, T)
-        old[j] = lp_own if cfg.ratio_to == "own" else lp_gen
-    return adv_tok, old
+def _adapter_counts(n_kept, K: int, train_on: str) -> list[int]:
+    "Each adapter's normaliser N_k: the K counts given, or one N for every adapter (only meaningful with train_on='all')."
+    if isinstance(n_kept, int) and not isinstance(n_kept, bool):
+        if train_on == "own":
+            raise ValueError("train_on='own' normalises adapter k by its own kept rollouts: pass n_kept as the K counts N_k "
+                             "(training_counts), not one N")
+        return [n_kept] * K
+    counts = [int(n) for n in n_kept]
+    if len(counts) != K: raise ValueError(f"n_kept must hold one count per adapter ({K}), got {len(counts)}")
+    return counts
 
-def _batch(batch, r, length):
-    "A training batch's row-taker and its (b, L) ids, attention mask and completion mask, L its longest row."
-    L = max(length[ji] for ji in batch)
-    take = lambda x, fill=0: torch.stack([_row(x(j)[i], L, fill) for j, i in batch])   # (b, L)
-    return take, take(lambda j: r[j][0]), take(lambda j: r[j][1]), take(lambda j: r[j][2])
+def _group_tensors(g: GroupUpdate, dev, cfg: UpdateConfig) -> dict:
+    "One group's tensors the update reads, on the training device; the group-centred KL's centre once for the whole group."
+    r, s = g.rollouts, g.scores
+    t = dict(ids=r.input_ids.to(dev), am=r.attention_mask.to(dev), mask=r.completion_mask.to(dev), gen=r.gen_logprobs.to(dev),
+             own=s.token_logprobs.to(dev), base=None if s.base_logprobs is None else s.base_logprobs.to(dev),
+             adv=g.advantages.to(dev), generators=r.adapters, length=r.attention_mask.sum(-1).tolist())
+    t["centre"] = kl_centre(t["gen"], t["base"], t["mask"]) if cfg.kl_group_centred and cfg.kl_coef > 0 else None
+    return t
+
+def _batches(rows, data, size: int) -> list[list]:
+    "Training batches of at most `size` rows (group j, rollout i): one group each, in order of length."
+    rows = sorted(rows, key=lambda ji: (ji[0], data[ji[0]]["length"][ji[1]], ji[1]))      # by group, then by length
+    out = []
+    for j in sorted({j for j, _ in rows}):                                                 # never across groups
+        mine = [ji for ji in rows if ji[0] == j]
+        out += [mine[s:s + size] for s in range(0, len(mine), size)]
+    return out
+
+def _take(batch, data, key: str, L: int | None = None, k: int = 0) -> Tensor | None:
+    "The batch's rows of one group tensor, cut or padded to L columns (default: the longest row): (b, L); adapter k's for 'own'."
+    if data[batch[0][0]][key] is None: return None
+    L = L or max(data[j]["length"][i] for j, i in batch)
+    rows = [(data[j][key][k] if key == "own" else data[j][key])[i] for j, i in batch]      # own: (K, G, T) -> adapter k's rows
+    return torch.stack([_row(x, L) for x in rows])
 
 # %% ../nbs/21_update.ipynb #46ce89f9
 def _row(
@@ -178,8 +152,8 @@ def _row(
 def group_backward(
     ens: LoRAEnsemble,                   # the ensemble (gradients accumulate in its adapters)
     g: GroupUpdate,                      # one scored group
-    n_kept: int,                         # N, kept rollouts over all the epoch's groups
-    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, kl_coef, kl_group_centred
+    n_kept,                              # (K,) N_k over the epoch's groups (training_counts), or N for every adapter ("all")
+    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, train_on, behaviour_weight, kl_coef, kl_group_centred
 ) -> dict:                               # loss: (K,) floats; max_ratio_dev
     "Accumulate one group's policy-gradient gradients (policy_backward of that group)."
     return policy_backward(ens, [g], n_kept, cfg)
@@ -197,6 +171,24 @@ def nnm_backward(
     nnm_term(value, cfg.nnm_coef, n_kept, cfg.nnm_per_rollout).backward()
     return float(value.detach())
 
+# %% ../nbs/21_update.ipynb #62c6fb1f
+def training_counts(
+    groups: list[GroupUpdate],  # the epoch's scored groups
+    n_adapters: int,            # K
+    train_on: str = "all",      # UpdateConfig.train_on
+) -> list[int]:                 # (K,) N_k: the kept rollouts adapter k trains on over the epoch (N for every k under "all")
+    "Each adapter's normaliser N_k of the epoch objective: how many kept rollouts it trains on (20_loss, training_rows)."
+    return [int(sum(training_rows(g.keep, g.rollouts.adapters, n_adapters, train_on)[k].sum() for g in groups))
+            for k in range(n_adapters)]
+
+def _share_gradients(ens: LoRAEnsemble) -> None:
+    "peft: a zero gradient on an adapter's tensor wherever another adapter's same tensor has one (what one AdamW over the stacks sees)."
+    if ens.stack is not None: return
+    for same in zip(*(adapter_tensors(ens, k) for k in range(ens.n_adapters))):   # one tensor position, all K adapters
+        if any(p.grad is not None for p in same):
+            for p in same:
+                if p.grad is None: p.grad = torch.zeros_like(p)
+
 # %% ../nbs/21_update.ipynb #769585ef
 def update_epoch(
     ens: LoRAEnsemble,                   # the ensemble to train
@@ -208,10 +200,11 @@ def update_epoch(
     if len(optimizers) != len(trainable_groups(ens)):
         raise ValueError(f"need make_optimizers(ens)'s {len(trainable_groups(ens))} optimiser(s), got {len(optimizers)}")
     n_kept = sum(int(g.keep.sum()) for g in groups)
-    out = policy_backward(ens, groups, n_kept, cfg)
+    out = policy_backward(ens, groups, training_counts(groups, ens.n_adapters, cfg.train_on), cfg)
     pg, dev_max = out["loss"], out["max_ratio_dev"]
     nnm = nnm_backward(ens, n_kept, cfg)
     grad_norm = [adapter_grad_norm(ens, k) for k in range(ens.n_adapters)]
+    _share_gradients(ens)
     for opt in optimizers: opt.step(); opt.zero_grad(set_to_none=True)
     return dict(n_kept=n_kept, pg_loss=pg, nnm_loss=nnm, grad_norm=grad_norm, max_ratio_dev=dev_max)
 
