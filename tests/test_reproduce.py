@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs
 TABLES = dict(table1=["table1"], table2=["table2"], table3=["table3"], table4=["table4_firing", "table4_paired", "table4_spearman"])
-STUDIES = ["mechanism_pilot", "mechanism"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
+STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
 REQUIRED_PARAMETERS = {"preset", "epochs", "seeds", "runs_dir", "reuse", "smoke", "out_dir"}
 
 
@@ -174,6 +174,55 @@ def test_mechanism_runs_in_smoke_mode(tmp_path):
     assert head["mi_collapse_without_nnm"] == bool((ratio.query("arm == 'no_nnm'").ratio < 0.1).all())
     assert head["pilot_check"] == {}                                                    # smoke runs are not the pilot's runs
 
+
+
+OFFPOLICY_ARMS = ["control", "baseline", "ensemble_only", "ugttt", "ensemble_only_own", "no_nnm_own", "ugttt_own", "ugttt_truncated"]
+
+
+def test_mechanism_offpolicy_runs_in_smoke_mode(tmp_path):
+    "Stage 3 trains its arms; reused arms are read from stage-2 files after a retrained seed reproduces them, and refused when it does not."
+    import shutil, papermill as pm, pandas as pd
+    from ugttt.reproduce import RunSpec, run_path
+    seeds, runs = [0, 1], tmp_path / "runs"
+    def run(out, **kw):
+        pm.execute_notebook(str(REPRO / "mechanism_offpolicy.ipynb"), str(tmp_path / "stage3.out.ipynb"), cwd=str(REPRO),
+                            parameters=dict(smoke=True, seeds=seeds, runs_dir=str(runs), out_dir=str(out), **kw),
+                            progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
+        return json.loads((out / "mechanism_offpolicy.json").read_text())["results"]
+    a = tmp_path / "a"
+    first = run(a, retrain_reused=True)                               # every arm trained here: stands in for stage 2
+    assert list(first["arms"]) == OFFPOLICY_ARMS and first["reproduction_check"] == {}
+    assert first["interval"] == "t, n-1 df" and first["n_seeds"] == 2
+    assert {"ensemble_only_own - ensemble_only", "ensemble_only_own - baseline", "ugttt_own - baseline"} <= set(first["differences"])
+    assert first["readings"]["primary 1: the drift, ensemble_only_own"] in ("removed", "reduced", "not reduced")
+    assert first["readings"]["primary 2: ugttt_own - baseline, family entropy"] == "undefined"   # fewer than 3 seeds
+    per_run = pd.read_csv(a / "mechanism_offpolicy_runs.csv")
+    assert len(per_run) == len(OFFPOLICY_ARMS) * 2 and (per_run.source == "here").all() and per_run.kl_last.notna().all()
+    curves = pd.read_csv(a / "mechanism_offpolicy_per_seed.csv")
+    stage2_columns = list(pd.read_csv(ROOT / "docs" / "results" / "mechanism_per_seed.csv", nrows=0).columns)
+    assert list(curves.columns) == stage2_columns and len(curves) == len(OFFPOLICY_ARMS) * 2 * 2   # stage 2's columns
+    assert "Δ ugttt_own - baseline" in list(pd.read_csv(a / "mechanism_offpolicy.csv", index_col=0).index)
+    for fig in ("entropy", "kl", "mi", "adapters"):
+        assert (a / f"mechanism_offpolicy_{fig}.pdf").read_bytes()[:4] == b"%PDF"
+    ratio = pd.read_csv(a / "mechanism_offpolicy_mi_ratio.csv")
+    assert sorted(ratio.arm.unique()) == sorted(OFFPOLICY_ARMS[2:]) and len(ratio) == 6 * 2
+    # seed 1 of the reused arms is not on this machine any more: read from "stage 2's" files, once seed 0 reproduces them
+    for arm, method in (("control", "baseline"), ("baseline", "baseline"), ("ensemble_only", "ensemble_only"), ("ugttt", "ugttt")):
+        shutil.rmtree(run_path(runs / "mechanism" / arm, RunSpec("cp26", method, 1), "mechanism", smoke=True))
+    files = dict(stage2_per_seed=str(a / "mechanism_offpolicy_per_seed.csv"), stage2_runs=str(a / "mechanism_offpolicy_runs.csv"))
+    second = run(tmp_path / "b", **files)
+    assert list(second["reproduction_check"]) == ["baseline seed 0", "ugttt seed 0"]
+    assert all(v["same"] for v in second["reproduction_check"].values())
+    b_runs = pd.read_csv(tmp_path / "b" / "mechanism_offpolicy_runs.csv")
+    assert sorted(map(tuple, b_runs.query("source == 'stage 2'")[["arm", "seed"]].values.tolist())) == \
+        sorted((arm, 1) for arm in OFFPOLICY_ARMS[:4])
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "b" / "mechanism_offpolicy_per_seed.csv"), curves, check_dtype=False)
+    assert second["differences"] == first["differences"]              # the same numbers, wherever they were read from
+    bad = curves.copy()                                               # a stage-2 file today's code does not reproduce
+    bad.loc[(bad.arm == "ugttt") & (bad.seed == 0) & (bad.epoch == 1), "kl_to_base"] += 1e-9
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(pm.PapermillExecutionError, match="does not reproduce stage 2"):
+        run(tmp_path / "c", stage2_per_seed=str(tmp_path / "bad.csv"), stage2_runs=files["stage2_runs"])
 
 _PARENT = '''
 import sys, time
