@@ -16,17 +16,19 @@ Each method runs once per ensemble (`--ensembles`): `stacked-batched` (the defau
 module of ugttt.ensemble, all K adapters in one training forward and backward), `stacked` (the same module, adapters
 trained one after another, the paper preset's way) and `peft` (K peft adapters, one after another: the path before
 the batched module, and the mechanism study's pinned one). Each UG-TTT epoch is compared with the baseline epoch of the
-same ensemble, measured in the same run (the target: at most 1.5x).
+same ensemble, measured in the same run (the target: at most 1.5x). `ugttt-own` is UG-TTT with `update.train_on="own"`:
+each adapter trains only on the rollouts it generated (batched: every rollout once, through its own adapter).
 
 On a CPU the arithmetic sets that ratio: a UG-TTT epoch scores every rollout under K adapters and the base (K + 1
-forwards, the baseline 2) and trains K adapters on every rollout (K forward+backward passes, the baseline 1), while
-generation and verification cost the same. If each forward costs what the baseline's does, the ratio is
-  (generate + verify + (K + 1)/2 * score + K * update) / epoch       (all of the baseline's, same ensemble),
+forwards, the baseline 2) and trains K adapters on every rollout (K forward+backward passes, the baseline 1; with
+train_on="own" one, as the baseline), while generation and verification cost the same. If each forward costs what the
+baseline's does, the ratio is
+  (generate + verify + (K + 1)/2 * score + n * update) / epoch       (all of the baseline's, same ensemble; n = K or 1),
 the "arithmetic estimate" the script prints next to the measured ratio (one epoch each: +-10% of noise). Batching the K
 forwards into one does not change the arithmetic; only a device where one batched forward of K blocks costs less than
 K forwards (a GPU with a small model, where launches and not flops set the time) can go well below it.
 
-Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt baseline] [--ensembles stacked-batched peft] [--task cp26]
+Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt ugttt-own baseline] [--ensembles stacked-batched peft] [--task cp26]
 """
 import argparse, os, sys, tempfile, time
 from pathlib import Path
@@ -41,6 +43,7 @@ SPLIT = [("generate", "time/rollout"), ("verify", "time/verify"), ("score", "tim
          ("epoch", "time/total")]
 
 
+VARIANTS = {"ugttt-own": ("ugttt", {"update.train_on": "own"})}   # name -> (method, overrides)
 ENSEMBLES = {"peft": dict(ensemble="peft", train_mode="per_adapter"), "stacked": dict(ensemble="stacked", train_mode="per_adapter"),
              "stacked-batched": dict(ensemble="stacked", train_mode="batched")}
 
@@ -49,7 +52,8 @@ def run(task: str, method: str, epochs: int, ensemble: str = "peft") -> tuple[li
     "Train the tiny preset for `epochs` epochs in a temporary directory: epoch records, checkpoint seconds, whole call's seconds."
     import ugttt.trainer as trainer
     from ugttt.config import make_config
-    cfg = make_config(task, method, "tiny", epochs=epochs, **{f"policy.{k}": v for k, v in ENSEMBLES[ensemble].items()})
+    method, over = VARIANTS.get(method, (method, {}))
+    cfg = make_config(task, method, "tiny", epochs=epochs, **over, **{f"policy.{k}": v for k, v in ENSEMBLES[ensemble].items()})
     save, ckpt = trainer.save_checkpoint, []
 
     def timed_save(*args, **kw):
@@ -68,7 +72,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument("--quick", action="store_true", help="1 epoch per method instead of 2")
-    p.add_argument("--methods", nargs="+", default=["ugttt", "baseline"], help="methods to time (default ugttt baseline)")
+    p.add_argument("--methods", nargs="+", default=["ugttt", "ugttt-own", "baseline"],
+                   help="methods to time (default ugttt ugttt-own baseline; ugttt-own: update.train_on='own')")
     p.add_argument("--task", default="cp26", help="task (default cp26)")
     p.add_argument("--ensembles", nargs="+", default=["stacked-batched", "peft"], choices=list(ENSEMBLES),
                    help="how the adapters are held and trained (default stacked-batched peft)")
@@ -102,17 +107,19 @@ def main():
     from report import record
     K = shape.n_adapters
     for ensemble in a.ensembles:
-        ug, base = f"ugttt ({ensemble})", f"baseline ({ensemble})"
-        for name in (base, ug):
-            if name in steady:
-                record("trainer_epoch.py", f"tiny epoch ({which}), {name} on {a.task}", steady[name], "s",
-                       base if name == ug and base in steady else "", steady.get(base) if name == ug else None)
-        if ug in steady and base in steady:
+        base = f"baseline ({ensemble})"
+        if base in steady: record("trainer_epoch.py", f"tiny epoch ({which}), {base} on {a.task}", steady[base], "s", "", None)
+        for variant, n_train in (("ugttt", K), ("ugttt-own", 1)):   # training forwards per rollout
+            ug = f"{variant} ({ensemble})"
+            if ug not in steady: continue
+            record("trainer_epoch.py", f"tiny epoch ({which}), {ug} on {a.task}", steady[ug], "s",
+                   base if base in steady else "", steady.get(base))
+            if base not in steady: continue
             b = phases[base]
-            estimate = (b["generate"] + b["verify"] + (K + 1) / 2 * b["score"] + K * b["update"]) / b["epoch"]
-            print(f"{ensemble}: ugttt / baseline epoch {steady[ug] / steady[base]:.2f}x (target <= 1.5x); phases "
+            estimate = (b["generate"] + b["verify"] + (K + 1) / 2 * b["score"] + n_train * b["update"]) / b["epoch"]
+            print(f"{ensemble}: {variant} / baseline epoch {steady[ug] / steady[base]:.2f}x (target <= 1.5x); phases "
                   + ", ".join(f"{n} {phases[ug][n] / b[n]:.2f}x" for n, _ in SPLIT[:-1] if b[n] > 0)
-                  + f"; arithmetic estimate {estimate:.2f}x (K = {K}: score x{(K + 1) / 2:g}, update x{K})")
+                  + f"; arithmetic estimate {estimate:.2f}x (K = {K}: score x{(K + 1) / 2:g}, update x{n_train})")
     if "ugttt (peft)" in steady:
         for ensemble in a.ensembles:
             if ensemble != "peft" and f"ugttt ({ensemble})" in steady:
