@@ -63,8 +63,8 @@ def policy_backward(
     "Accumulate the policy-gradient gradients of each adapter's training rollouts, adapter after adapter or all at once, in batches of similar length."
     K = ens.n_adapters
     n_train = _adapter_counts(n_kept, K, cfg.train_on)
-    rows = [[(j, i) for j, g in enumerate(groups)
-             for i in training_rows(g.keep, g.rollouts.adapters, K, cfg.train_on)[k].nonzero().flatten().tolist()] for k in range(K)]
+    train = [training_rows(g.keep, g.rollouts.adapters, K, cfg.train_on) for g in groups]        # per group: (K, G) bool
+    rows = [[(j, i) for j, t in enumerate(train) for i in t[k].nonzero().flatten().tolist()] for k in range(K)]
     if not any(rows): return dict(loss=[0.0] * K, max_ratio_dev=0.0)   # only constant groups: no policy-gradient term
     data = {j: _group_tensors(groups[j], ens.device, cfg) for j in sorted({j for rk in rows for j, _ in rk})}
     losses, dev_max = [0.0] * K, 0.0
@@ -178,8 +178,9 @@ def training_counts(
     train_on: str = "all",      # UpdateConfig.train_on
 ) -> list[int]:                 # (K,) N_k: the kept rollouts adapter k trains on over the epoch (N for every k under "all")
     "Each adapter's normaliser N_k of the epoch objective: how many kept rollouts it trains on (20_loss, training_rows)."
-    return [int(sum(training_rows(g.keep, g.rollouts.adapters, n_adapters, train_on)[k].sum() for g in groups))
-            for k in range(n_adapters)]
+    counts = torch.zeros(n_adapters, dtype=torch.long)                                             # (K,)
+    for g in groups: counts += training_rows(g.keep, g.rollouts.adapters, n_adapters, train_on).sum(-1).cpu()
+    return counts.tolist()
 
 def _share_gradients(ens: LoRAEnsemble) -> None:
     "peft: a zero gradient on an adapter's tensor wherever another adapter's same tensor has one (what one AdamW over the stacks sees)."
