@@ -9,3 +9,13 @@ settings.load_profile('ugttt')
 for _helper in (fastcore.test.test_eq, fastcore.test.test_close, fastcore.test.test_fail, fastcore.test.test_ne,
                 fastcore.test.test_is, fastcore.test.test_eq_type, fastcore.test.test_warns, fastcore.test.test_stdout):
     _helper.__test__ = False   # pytest would collect `test_eq` & co. as tests wherever a module imports them
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory):
+    "One finished smoke run shared by the security tests (tests/security_run.py): (its runs_dir, its directory)."
+    from security_run import finished_run   # tests/ is on sys.path under pytest
+    return finished_run(tmp_path_factory.mktemp("shared") / "runs")

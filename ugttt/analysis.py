@@ -11,24 +11,25 @@ from pathlib import Path
 import numpy as np
 from .checks import check_int
 from .families import family_entropy
-from .rundir import CONFIG, METRICS, TRAJECTORIES, RunDirError, read_json, read_jsonl
+from .rundir import CONFIG, CONFIG_MAX_BYTES, METRICS, TRAJECTORIES, RunDirError, check_log_digest, iter_jsonl, read_json
 
 # %% auto #0
-__all__ = ['PAPER_TOP_SHARE', 'T_INTERVAL', 'BCA_INTERVAL', 'BCA_FROM', 'SIGN_FLIP_MAX', 'Run', 'load_run', 'best_curve', 'r_max',
-           'new_best_events', 'to_threshold', 'family_counts', 'entropy_per_epoch', 'final_entropy', 'pooled_families',
-           'correct_rate_per_epoch', 'mean_mi_per_epoch', 'mean_uncertainty_per_epoch', 'winning_family', 'paper_top_k',
-           'motif_families', 'idea_emergence', 'streaming_firing', 'post_warmup_epochs', 'mean_length',
-           'length_reward_spearman', 'Interval', 'interval_method', 't_interval', 'summarise', 'paired_differences',
-           'sign_flip_p', 'compare_paired']
+__all__ = ['PAPER_TOP_SHARE', 'T_INTERVAL', 'BCA_INTERVAL', 'BCA_FROM', 'SIGN_FLIP_MAX', 'Run', 'load_run', 'read_run_config',
+           'epoch_records', 'best_curve', 'r_max', 'new_best_events', 'to_threshold', 'family_counts',
+           'entropy_per_epoch', 'final_entropy', 'pooled_families', 'correct_rate_per_epoch', 'mean_mi_per_epoch',
+           'mean_uncertainty_per_epoch', 'winning_family', 'paper_top_k', 'motif_families', 'idea_emergence',
+           'streaming_firing', 'post_warmup_epochs', 'mean_length', 'length_reward_spearman', 'Interval',
+           'interval_method', 't_interval', 'summarise', 'paired_differences', 'sign_flip_p', 'compare_paired']
 
 # %% ../nbs/31_analysis.ipynb #7c11830b
 @dataclass
 class Run:
     "A run directory's contents: its config, one dict per rollout (file order) and one per epoch."
-    path: Path            # the run directory
-    config: dict          # config.json
-    rollouts: list[dict]  # trajectories.jsonl, complete lines, in file order
-    epochs: list[dict]    # the per-epoch records of metrics.jsonl
+    path: Path               # the run directory
+    config: dict             # config.json
+    rollouts: list[dict]     # trajectories.jsonl, complete lines, in file order
+    epochs: list[dict]       # the per-epoch records of metrics.jsonl
+    verified: bool = False   # the logs matched the newest checkpoint's digest; False: none to check (no checkpoint, or an old run)
 
     @property
     def n_epochs(self) -> int: return 1 + max((r["epoch"] for r in self.rollouts), default=-1)
@@ -37,13 +38,28 @@ class Run:
 def load_run(
     path,   # a run directory
 ) -> Run:
-    "Read a run directory (complete JSON lines only; a partial last line of a live run is ignored); regular files only."
+    "Read a run directory: its config, its logs streamed (complete lines only) once they match its checkpoint's digest."
+    path = Path(path)
+    config = read_run_config(path)
+    verified = check_log_digest(path)   # LogsEditedError: changed since the checkpoint recorded them
+    return Run(path, config, list(iter_jsonl(path / TRAJECTORIES)), list(epoch_records(path)), verified)
+
+def read_run_config(
+    path,   # a run directory
+) -> dict:  # its config.json, as plain data (nothing it names is resolved)
+    "A run directory's config.json: a regular file of at most CONFIG_MAX_BYTES holding a JSON object."
     path = Path(path)
     if not os.path.lexists(path / CONFIG): raise FileNotFoundError(f"{path} is not a run directory (no config.json)")
-    config = read_json(path / CONFIG)   # a link, a FIFO or a device is refused, not followed or read
+    config = read_json(path / CONFIG, CONFIG_MAX_BYTES)   # a link, a FIFO or a device is refused, not followed or read
     if not isinstance(config, dict): raise RunDirError(f"{path / CONFIG} is not a JSON object of config fields")
-    return Run(path, config, read_jsonl(path / TRAJECTORIES)[0],   # 24_rundir's reader: complete lines, regular files only
-               [r for r in read_jsonl(path / METRICS)[0] if "progress/epoch" in r])
+    return config
+
+def epoch_records(
+    path,   # a run directory
+):          # yields each per-epoch record of metrics.jsonl, in file order
+    "The per-epoch records of a run's metrics.jsonl, streamed: one line in memory at a time."
+    for r in iter_jsonl(Path(path) / METRICS):
+        if "progress/epoch" in r: yield r
 
 # %% ../nbs/31_analysis.ipynb #dc5e8db8
 def best_curve(

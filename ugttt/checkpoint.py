@@ -4,16 +4,19 @@
 
 # %% ../nbs/28_checkpoint.ipynb #e71e59aa
 from __future__ import annotations
-import json, os, shutil
+import json, math, os, shutil
 from pathlib import Path
 import torch
+from .checks import is_int, quote
 from .config import TrainConfig, stored_config_diff
-from .rundir import (ADAPTERS, CHECKPOINTS, CONFIG, LATEST, PUCT, SAMPLER_STATE, STREAMING_STATE, TRAINER_STATE, RunDirError,
-                          adapter_weights, check_checkpoint, checkpoint_path, finished_epochs, keep_epochs, open_regular,
-                          read_json, read_latest, read_regular, remove_temporaries, write_atomic, write_latest)
+from .rundir import (ADAPTERS, CHECKPOINTS, CONFIG, LATEST, LOG_DIGEST, PUCT, SAMPLER_STATE, STREAMING_STATE, TRAINER_STATE,
+                          RunDirError, adapter_weights, check_checkpoint, checkpoint_path, finished_epochs, keep_epochs, log_digest,
+                          open_regular, read_json, read_latest, read_regular, remove_temporaries, write_atomic, write_latest)
 from .policy import adapter_state, save_adapters, set_adapter_state
 from .puct import PUCTSampler
+from .scoring import MAX_ENTRIES
 from .streaming import StreamingHistory
+from .tasks import MAX_PROGRAM_CHARS
 
 # %% auto #0
 __all__ = ['save_checkpoint', 'load_checkpoint', 'check_run_dir', 'resume_run']
@@ -43,6 +46,7 @@ def save_checkpoint(
     write_atomic(tmp / TRAINER_STATE, lambda f: torch.save(state, f))
     write_atomic(tmp / SAMPLER_STATE, json.dumps(sampler.to_dict()))
     write_atomic(tmp / STREAMING_STATE, json.dumps(history.to_dict()))
+    write_atomic(tmp / LOG_DIGEST, json.dumps(log_digest(run_dir)))   # the logs now hold exactly epochs 0..epoch
     if final.exists(): shutil.rmtree(final)                 # an epoch redone after a crash between rename and latest.json
     os.replace(tmp, final)
     write_latest(run_dir, epoch)
@@ -52,35 +56,48 @@ def save_checkpoint(
 def load_checkpoint(
     run_dir: Path,            # the run directory
     ens,                      # the run's LoRAEnsemble, freshly built: its adapters are overwritten
-    optimizers,               # its K optimisers: their states are overwritten
+    optimizers,               # its K optimisers, built from the run's config: their states are overwritten, their hyperparameters kept
     gen: torch.Generator,     # the sampling generator: its state is overwritten
+    cfg: TrainConfig,         # the run's config: what its sampler and streaming history can hold
 ) -> dict:                    # epoch, counter, sampler (PUCTSampler), history (StreamingHistory)
     "Restore the latest complete checkpoint into ens/optimizers/gen; RunDirError naming the file if anything is missing or malformed."
     latest = read_latest(run_dir)
     if latest is None: raise RunDirError(f"{Path(run_dir) / CHECKPOINTS / LATEST} does not exist: no checkpoint to resume")
     epoch, ck = latest
     st = _read_state(ck / TRAINER_STATE, epoch, optimizers, gen)
-    sampler = _from_json(PUCTSampler, ck / SAMPLER_STATE)
-    history = _from_json(StreamingHistory, ck / STREAMING_STATE)
+    sampler = _from_json(PUCTSampler, ck / SAMPLER_STATE, _sampler_max_bytes(cfg))
+    history = _from_json(StreamingHistory, ck / STREAMING_STATE, 32 * cfg.epochs * cfg.groups_per_epoch * cfg.group_size + 4096)
     weights = [_read_adapter(adapter_weights(ck, name), adapter_state(ens, k))
                for k, name in enumerate(ens.names)]                  # every file checked before any adapter is overwritten
     for k, w in enumerate(weights): set_adapter_state(ens, k, w)
-    for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(s)
+    for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(_own_hyperparameters(o, s))
     torch.set_rng_state(st["torch_rng"]); gen.set_state(st["sample_rng"])
     if st["cuda_rng"] is not None and torch.cuda.is_available():   # without CUDA nothing draws from these: left aside
         torch.cuda.set_rng_state_all(st["cuda_rng"])
     return dict(epoch=st["epoch"], counter=st["counter"], sampler=sampler, history=history)
 
+def _own_hyperparameters(o, s: dict) -> dict:
+    "The saved optimiser state s with o's own hyperparameters (the run's config's lr, betas, eps, weight decay) in every group."
+    own = o.state_dict()["param_groups"]
+    return dict(state=s["state"], param_groups=[{**g, "params": list(saved["params"])} for g, saved in zip(own, s["param_groups"])])
+
+def _sampler_max_bytes(cfg: TrainConfig) -> int:
+    "sampler.json's largest legitimate size: the buffer and its roots, each state at most a program, its output and a construction."
+    state = 12 * (MAX_PROGRAM_CHARS + 100_000) + 32 * (MAX_ENTRIES + cfg.epochs) + 4096   # program, output, numbers, ids
+    return (cfg.puct_max_buffer + cfg.groups_per_epoch * (cfg.group_size + 2)) * state + 2**20
+
 # %% ../nbs/28_checkpoint.ipynb #b8f13d8d
 def _read_state(
     path: Path,        # checkpoints/epoch_XXXX/trainer_state.pt
     epoch: int,        # the epoch latest.json names
-    optimizers,        # the run's K optimisers (their parameters give the expected shapes)
+    optimizers,        # the run's K optimisers (their parameters give the expected shapes, dtypes and sizes)
     gen: torch.Generator,  # the sampling generator (its device says what its state must be)
 ) -> dict:             # the checked state
-    "Load trainer_state.pt with weights_only=True and check its structure; RunDirError naming the file otherwise."
+    "Load trainer_state.pt with weights_only=True and check its structure and values; RunDirError naming the file otherwise."
+    params = [p for o in optimizers for g in o.param_groups for p in g["params"]]
+    cap = 3 * sum(p.numel() * p.element_size() for p in params) + 4096 * len(params) + 2**20   # moments, framing, RNG states
     try:
-        with open_regular(path) as f: st = torch.load(f, weights_only=True, map_location="cpu")
+        with open_regular(path, cap) as f: st = torch.load(f, weights_only=True, map_location="cpu")
     except (FileNotFoundError, RunDirError) as e: raise RunDirError(f"cannot resume: {e}") from None
     except Exception as e:   # a pickle of code, a truncated or foreign file: torch's messages run over many lines
         raise RunDirError(f"{path} does not load as a checkpoint with weights_only=True: {_first_line(e)}") from None
@@ -88,8 +105,8 @@ def _read_state(
     if not isinstance(st, dict): raise bad(f"not a dict but {type(st).__name__}")
     missing = {"epoch", "counter", "optimizers", "torch_rng", "sample_rng"} - set(st)
     if missing: raise bad(f"lacks {sorted(missing)[0]!r}")
-    if st["epoch"] != epoch or isinstance(st["epoch"], bool): raise bad(f"holds epoch {st['epoch']!r}, latest.json names {epoch}")
-    if isinstance(st["counter"], bool) or not isinstance(st["counter"], int) or st["counter"] < 0: raise bad(f"counter {st['counter']!r} is not an int >= 0")
+    if st["epoch"] != epoch or isinstance(st["epoch"], bool): raise bad(f"holds epoch {quote(st['epoch'], 80)}, latest.json names {epoch}")
+    if not is_int(st["counter"], 0): raise bad(f"counter {quote(st['counter'], 80)} is not an int >= 0")
     for k in ("torch_rng", "sample_rng"):
         if not (torch.is_tensor(st[k]) and st[k].dtype == torch.uint8): raise bad(f"{k} is not an RNG state (a uint8 tensor)")
     st.setdefault("cuda_rng", None)                          # checkpoints written before CUDA states were saved
@@ -101,25 +118,71 @@ def _read_state(
     if not isinstance(st["optimizers"], list) or len(st["optimizers"]) != len(optimizers):
         raise bad(f"holds {len(st['optimizers']) if isinstance(st['optimizers'], list) else 'no list of'} optimiser states, the run has {len(optimizers)} optimiser(s)")
     for k, (o, s) in enumerate(zip(optimizers, st["optimizers"])):
-        why = _optimizer_mismatch(o, s)
+        why = _optimizer_mismatch(o, s, epoch)
         if why: raise bad(f"optimiser {k}: {why}")
     for k, gen_state, device in (("torch_rng", st["torch_rng"], "cpu"), ("sample_rng", st["sample_rng"], gen.device)):
         try: torch.Generator(device=device).set_state(gen_state)   # a state of the wrong size fails here, not after a partial restore
         except RuntimeError as e: raise bad(f"{k} is not a valid {device} RNG state ({_first_line(e)})") from None
     return st
 
-def _optimizer_mismatch(o, s) -> str | None:
-    "Why the state dict s does not fit optimiser o (group sizes, parameter ids, state tensor shapes), or None."
+def _optimizer_mismatch(
+    o,            # one of the run's optimisers
+    s,            # its saved state dict
+    epoch: int,   # the checkpoint's epoch: at most epoch + 1 steps were taken
+) -> str | None:  # why s could not be o's state, or None
+    "Why the state dict s does not fit optimiser o: its groups and parameter ids, then each parameter's AdamW state (_adamw_mismatch)."
     if not (isinstance(s, dict) and isinstance(s.get("state"), dict) and isinstance(s.get("param_groups"), list)): return "not an optimiser state"
     own = [len(g["params"]) for g in o.param_groups]
-    if [len(g.get("params", ())) if isinstance(g, dict) else -1 for g in s["param_groups"]] != own:
+    if [len(g.get("params", ())) if isinstance(g, dict) and isinstance(g.get("params", ()), list) else -1
+        for g in s["param_groups"]] != own:
         return f"its parameter groups do not match the run's ({own} parameters)"
-    params = dict(zip([i for g in s["param_groups"] for i in g["params"]], [p for g in o.param_groups for p in g["params"]]))
+    ids = [i for g in s["param_groups"] for i in g["params"]]
+    if not all(is_int(i, 0) for i in ids) or len(set(ids)) != len(ids): return "its parameter ids are not distinct ints >= 0"
+    params = dict(zip(ids, [(p, g) for g in o.param_groups for p in g["params"]]))
     for i, entry in s["state"].items():
-        if i not in params or not isinstance(entry, dict): return f"state for an unknown parameter {i!r}"
-        for name, v in entry.items():
-            if torch.is_tensor(v) and v.ndim and v.shape != params[i].shape: return f"{name} of parameter {i} has shape {tuple(v.shape)}, the parameter {tuple(params[i].shape)}"
+        if i not in params: return f"state for an unknown parameter {quote(i, 40)}"
+        if not isinstance(entry, dict): return f"the state of parameter {i} is {type(entry).__name__}, not a dict"
+        why = _adamw_mismatch(entry, *params[i], epoch)
+        if why: return f"parameter {i}: {why}"
     return None
+
+def _adamw_mismatch(
+    entry: dict,          # one parameter's saved state
+    p: torch.Tensor,      # the parameter
+    group: dict,          # its group in the run's optimiser: the config's betas, eps and amsgrad
+    epoch: int,           # the checkpoint's epoch
+) -> str | None:          # why entry could not be AdamW's state of p after epochs 0..epoch, or None
+    "Why one parameter's saved AdamW state is not one the run could have written: entries, step, shape, dtype and values."
+    keys = {"step", "exp_avg", "exp_avg_sq"} | ({"max_exp_avg_sq"} if group["amsgrad"] else set())
+    if set(entry) != keys: return f"holds {quote(sorted(map(str, entry)), 80)}, AdamW's state is {sorted(keys)}"
+    step = entry["step"]
+    if not (torch.is_tensor(step) and step.ndim == 0 and not step.dtype.is_complex and step.dtype != torch.bool):
+        return f"step is {quote(step, 60)}, not a number (a 0-d tensor)"
+    t = float(step)
+    if not (math.isfinite(t) and t == int(t) and 0 <= t <= epoch + 1):
+        return f"step {t:g} is not an int in [0, {epoch + 1}] (one optimiser step per epoch)"
+    for name in sorted(keys - {"step"}):
+        v = entry[name]
+        if not torch.is_tensor(v): return f"{name} is {type(v).__name__}, not a tensor"
+        if v.shape != p.shape: return f"{name} has shape {tuple(v.shape)}, the parameter {tuple(p.shape)}"
+        if v.dtype != p.dtype: return f"{name} is {v.dtype}, the parameter {p.dtype}"
+        if not torch.isfinite(v).all(): return f"{name} holds NaN or infinite values"
+    m, v = entry["exp_avg"].double(), entry["exp_avg_sq"].double()
+    if (v < 0).any(): return "exp_avg_sq holds negative values; it is a running mean of squared gradients"
+    c = _moment_bound(group["betas"], int(t))
+    if c is not None and (m.abs() > c * 1.001 * v.sqrt() + 1e-3 * group["eps"]).any():
+        return f"exp_avg exceeds {c:.3g}·sqrt(exp_avg_sq), which AdamW's moments after {int(t)} step(s) cannot"
+    return None
+
+def _moment_bound(
+    betas,      # the config's (beta1, beta2)
+    t: int,     # steps taken
+) -> float | None:   # C with |exp_avg| <= C·sqrt(exp_avg_sq) elementwise; None where there is none (beta2 = 0)
+    "The Cauchy-Schwarz bound of AdamW's first moment by its second after t steps: (1-b1)·sqrt(sum_{j<t} (b1²/b2)^j / (1-b2))."
+    b1, b2 = betas
+    if b2 <= 0: return None
+    c = (1 - b1) * math.sqrt(sum((b1 * b1 / b2) ** j for j in range(t)) / (1 - b2))
+    return c if math.isfinite(c) else None
 
 def _first_line(e: BaseException) -> str:
     "The first line of an exception's message, for a one-line error."
@@ -127,20 +190,27 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[0][:200] if text else ''}"
 
 # %% ../nbs/28_checkpoint.ipynb #d6ebf45c
-def _from_json(cls, path: Path):
-    "cls.from_dict of a checkpoint's JSON file; RunDirError naming the file if it is missing or does not rebuild."
-    try: d = read_json(path)
+def _from_json(
+    cls,              # PUCTSampler or StreamingHistory
+    path: Path,       # its JSON file in a checkpoint
+    max_bytes: int,   # the most it can legitimately hold
+):
+    "cls.from_dict of a checkpoint's JSON file; RunDirError naming the file if it is missing, too large or does not rebuild."
+    try: d = read_json(path, max_bytes)
     except FileNotFoundError as e: raise RunDirError(f"cannot resume: {e}") from None
     try: return cls.from_dict(d)
     except Exception as e: raise RunDirError(f"{path} does not rebuild a {cls.__name__}: {_first_line(e)}") from None
 
+ADAPTER_MAX_ABS = 1e4   # the largest adapter entry a resume accepts: training from the initialisation stays far below
+
 def _read_adapter(
     path: Path,      # adapters/adapter_k/adapter_model.safetensors (rundir.adapter_weights)
-    own: dict,       # the adapter's own tensors (ugttt.policy.adapter_state): the names and shapes expected
+    own: dict,       # the adapter's own tensors (ugttt.policy.adapter_state): the names, shapes and dtypes expected
 ) -> dict:           # name -> tensor
-    "An adapter's tensors from its safetensors file, exactly the adapter's names and shapes; RunDirError naming the file otherwise."
+    "An adapter's tensors from its safetensors file: exactly the adapter's names, shapes and dtypes, finite and bounded; RunDirError otherwise."
     from safetensors.torch import load as load_safetensors
-    try: w = load_safetensors(read_regular(path))
+    cap = sum(t.numel() * t.element_size() for t in own.values()) + 2**20   # the tensors, and a header naming them
+    try: w = load_safetensors(read_regular(path, cap))
     except (FileNotFoundError, RunDirError) as e: raise RunDirError(f"cannot resume: {e}") from None
     except Exception as e: raise RunDirError(f"{path} is not a safetensors file: {_first_line(e)}") from None
     if set(w) != set(own):
@@ -148,7 +218,10 @@ def _read_adapter(
         raise RunDirError(f"{path} does not hold this run's adapter: {'lacks' if odd in own else 'has an extra'} tensor {odd}")
     for n, t in w.items():
         if t.shape != own[n].shape: raise RunDirError(f"{path}: {n} has shape {tuple(t.shape)}, the adapter {tuple(own[n].shape)}")
+        if t.dtype != own[n].dtype: raise RunDirError(f"{path}: {n} is {t.dtype}, the adapter holds {own[n].dtype}")
         if not torch.isfinite(t).all(): raise RunDirError(f"{path}: {n} holds NaN or infinite values")
+        big = float(t.abs().max()) if t.numel() else 0.0
+        if big > ADAPTER_MAX_ABS: raise RunDirError(f"{path}: {n} holds {big:.3g}, beyond the {ADAPTER_MAX_ABS:g} no training reaches")
     return w
 
 # %% ../nbs/28_checkpoint.ipynb #73c3519a
@@ -178,10 +251,11 @@ def resume_run(
     ens,                   # the run's LoRAEnsemble, freshly built: its adapters are overwritten
     optimizers,            # its K optimisers: their states are overwritten
     gen: torch.Generator,  # the sampling generator: its state is overwritten
+    cfg: TrainConfig,      # the run's config (load_checkpoint)
 ) -> dict | None:          # load_checkpoint's epoch, counter, sampler, history; None before the first checkpoint
     "Continue a run: remove a killed write's temporaries, restore the newest checkpoint and drop the log lines after it."
     run_dir = Path(run_dir)
+    st = load_checkpoint(run_dir, ens, optimizers, gen, cfg) if read_latest(run_dir) is not None else None   # before any write
     for d in (run_dir, run_dir / CHECKPOINTS, run_dir / PUCT): remove_temporaries(d)   # a killed write's leftovers
-    st = load_checkpoint(run_dir, ens, optimizers, gen) if read_latest(run_dir) is not None else None
     keep_epochs(run_dir, st["epoch"] if st else -1)
     return st

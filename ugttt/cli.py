@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typing
 from pathlib import Path
+from .checks import clip, quote
 from .config import METHODS, SECTIONS, TRAIN_PRESETS, TrainConfig, config_fields, load_config, make_config, type_options
 from .tasks import TASK_NAMES
 
@@ -41,7 +42,7 @@ def parse_value(
             return tuple(item(x.strip()) for x in text.split(",") if x.strip() or item is not str)
         return text
     except ValueError:
-        raise ValueError(f"--{flag}: cannot read {text!r} as {type_name(tp)}") from None
+        raise ValueError(f"--{flag}: cannot read {quote(text)} as {type_name(tp)}") from None
 
 def type_name(tp) -> str:
     "A field type as its annotation reads: int, float | None, tuple[str, ...]."
@@ -124,20 +125,24 @@ def config_from_args(args) -> TrainConfig:
 
 # %% ../nbs/33_cli.ipynb #a90fa8ae
 def report_rows(runs) -> list[dict]:
-    "Per run directory: task, method, epochs done, R_max, final-epoch family entropy, mean token MI, correct rate."
-    from ugttt.analysis import load_run   # regular files only: a FIFO or /dev/zero is refused, not read
-    from ugttt.rundir import CONFIG, RunDirError
+    "Per run directory: task, method, epochs, R_max, final-epoch family entropy, mean token MI, correct rate, and its logs' check."
+    from ugttt.analysis import epoch_records, read_run_config   # regular files only: a FIFO or /dev/zero is refused, not read
+    from ugttt.rundir import CONFIG, LogsEditedError, RunDirError, check_log_digest
     rows = []
-    for path in runs:
-        run = load_run(path)
-        cfg, epochs = run.config, run.epochs
+    for path in map(Path, runs):
+        cfg = read_run_config(path)
         if not all(isinstance(cfg.get(k), str) for k in ("task", "method")):
-            raise RunDirError(f"{run.path / CONFIG} is not a run's config (no task and method)")
-        last = epochs[-1] if epochs else {}
-        mi = [v for v in (_number(e.get("mi/token_mean")) for e in epochs) if v is not None]
-        rows.append(dict(run=str(run.path), task=cfg["task"], method=cfg["method"], epochs=len(epochs),
+            raise RunDirError(f"{path / CONFIG} is not a run's config (no task and method)")
+        try: logs, problem = ("ok" if check_log_digest(path) else "unchecked"), None
+        except LogsEditedError as e: logs, problem = "EDITED", str(e)
+        n, last, mi_sum, mi_n = 0, {}, 0.0, 0
+        for rec in epoch_records(path):                  # streamed: the last record and a running sum are all that is kept
+            mi = _number(rec.get("mi/token_mean"))
+            n, last, mi_sum, mi_n = n + 1, rec, mi_sum + (mi or 0.0), mi_n + (mi is not None)
+        rows.append(dict(run=str(path), task=cfg["task"], method=cfg["method"], epochs=n,
                          R_max=_number(last.get("train/reward/exec/best")), H_bits=_number(last.get("families/entropy_bits")),
-                         mean_MI=sum(mi) / len(mi) if mi else None, correct=_number(last.get("train/correctness/rate"))))
+                         mean_MI=mi_sum / mi_n if mi_n else None, correct=_number(last.get("train/correctness/rate")),
+                         logs=logs, problem=problem))
     return rows
 
 def _number(v) -> float | None:
@@ -147,7 +152,7 @@ def _number(v) -> float | None:
 def format_report(rows: list[dict]) -> str:
     "A plain-text table of report_rows."
     fmt = dict(R_max="{:.4f}", H_bits="{:.2f}", mean_MI="{:.2e}", correct="{:.0%}")
-    cols = ["run", "task", "method", "epochs", "R_max", "H_bits", "mean_MI", "correct"]
+    cols = ["run", "task", "method", "epochs", "R_max", "H_bits", "mean_MI", "correct", "logs"]
     cell = lambda r, c: "-" if r[c] is None else fmt.get(c, "{}").format(r[c])
     table = [cols] + [[cell(r, c) for c in cols] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
@@ -158,8 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     "The `ugttt` console script: bad flags, values, configs and run directories are one line and exit code 2."
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "report":
-            print(format_report(report_rows(args.runs))); return 0
+        if args.command == "report": return _report(args.runs)
         cfg = config_from_args(args)
         if args.command == "plan":
             from ugttt.plan import plan, format_plan
@@ -167,13 +171,21 @@ def main(argv: list[str] | None = None) -> int:
             print(format_plan(plan(cfg, args.gpu_gib))); return 0
         from ugttt.trainer import check_device, check_extras, check_run_dir, train
         check_run_dir(cfg, args.out, args.resume); check_extras(cfg); check_device(cfg)
-    except (ValueError, TypeError, ImportError, FileExistsError, FileNotFoundError) as e:   # input problems and missing extras, before any compute
+    except (ValueError, TypeError, ImportError, OSError) as e:   # input problems and missing extras, before any compute
         return _fail(e)
     from ugttt.rundir import RunDirError
     try: train(cfg, args.out, resume=args.resume, progress=not args.quiet)
     except RunDirError as e: return _fail(e)        # a damaged checkpoint found while resuming: nothing was written
     return 0
 
+def _report(runs) -> int:
+    "Print the report of the runs; warn on stderr of each run whose logs were edited, and return 1 if any was (else 0)."
+    rows = report_rows(runs)
+    print(format_report(rows))
+    for r in rows:
+        if r["problem"]: sys.stderr.write(f"ugttt: warning: {clip(r['problem'])}\n")
+    return 1 if any(r["problem"] for r in rows) else 0
+
 def _fail(e: BaseException) -> int:
-    "Print an error as one line (a message's own line breaks joined) and return exit code 2."
-    sys.stderr.write("ugttt: error: " + " ".join(str(e).splitlines()) + "\n"); return 2
+    "Print an error as one line of bounded length (a message's own line breaks joined) and return exit code 2."
+    sys.stderr.write("ugttt: error: " + clip(" ".join(str(e).splitlines())) + "\n"); return 2

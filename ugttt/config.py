@@ -7,18 +7,19 @@ from __future__ import annotations
 import dataclasses, functools, json, math, types, typing
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
-from .checks import check_int, is_int
+from .checks import check_int, clip, is_int, quote
 from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
-from .rundir import CONFIG, RunDirError, check_tree, read_json
+from .rundir import CONFIG, CONFIG_MAX_BYTES, RunDirError, check_tree, read_json, read_regular
 from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
-__all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'SECTIONS', 'TRAIN_PRESETS', 'OPERATIONAL_FIELDS',
-           'TrainConfig', 'config_fields', 'type_options', 'from_json', 'streams_by_default', 'make_config',
-           'config_to_dict', 'config_from_dict', 'config_diff', 'stored_config_diff', 'load_config']
+__all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'SECTIONS', 'TRAIN_PRESETS', 'CONFIG_MAX_DEPTH',
+           'OPERATIONAL_FIELDS', 'TrainConfig', 'config_fields', 'type_options', 'from_json', 'streams_by_default',
+           'make_config', 'config_to_dict', 'config_from_dict', 'check_depth', 'config_loader', 'config_diff',
+           'stored_config_diff', 'load_config', 'read_config_file']
 
 # %% ../nbs/26_config.ipynb #468c3d8f
 METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
@@ -63,32 +64,37 @@ class TrainConfig:
 def _check_train_config(c: TrainConfig) -> None:
     "Raise a ValueError naming the first field of a TrainConfig that is out of range."
     if not isinstance(c.task, str): raise TypeError(f"task must be a str (a task name or 'package.module:attr'), got {type(c.task).__name__}")
-    if c.method not in METHODS: raise ValueError(f"unknown method {c.method!r}; choose from {', '.join(METHODS)}")
+    if c.method not in METHODS: raise ValueError(f"unknown method {quote(c.method)}; choose from {', '.join(METHODS)}")
     for name, lo in (("epochs", 1), ("groups_per_epoch", 1), ("group_size", 2), ("sandbox_workers", 1),
                      ("puct_topk_children", 1), ("puct_max_buffer", 1), ("decode_groups", 1)):
         check_int(name, getattr(c, name), lo)
     check_int("seed", c.seed, 0, 2**63 - 1, what="an int in [0, 2**63)")
-    if c.prompt_style not in ("chat", "compact"): raise ValueError(f"prompt_style must be 'chat' or 'compact', got {c.prompt_style!r}")
+    if c.prompt_style not in ("chat", "compact"): raise ValueError(f"prompt_style must be 'chat' or 'compact', got {quote(c.prompt_style)}")
     if c.puct_max_buffer < c.groups_per_epoch:   # the PUCT buffer must hold the epoch's roots (23_puct)
         raise ValueError(f"puct_max_buffer ({c.puct_max_buffer}) must be >= groups_per_epoch ({c.groups_per_epoch})")
     if not c.budget_s > 0: raise ValueError(f"budget_s must be > 0, got {c.budget_s}")
     if not c.puct_c >= 0: raise ValueError(f"puct_c must be >= 0, got {c.puct_c}")
-    if c.executor not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {c.executor!r}")
+    if c.executor not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {quote(c.executor)}")
     if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
-        raise ValueError(f"ray_address must be None or a non-empty str, got {c.ray_address!r}")
+        raise ValueError(f"ray_address must be None or a non-empty str, got {quote(c.ray_address)}")
     if c.ray_address is not None and c.executor != "ray": raise ValueError("ray_address is set but executor is not 'ray'")
     check_report_to(c.report_to, installed=False)   # names only: whether the extra is installed is train's check
-    if c.puct_backup not in ("ttt_discover", "reference"): raise ValueError(f"puct_backup must be 'ttt_discover' or 'reference', got {c.puct_backup!r}")
+    if c.puct_backup not in ("ttt_discover", "reference"): raise ValueError(f"puct_backup must be 'ttt_discover' or 'reference', got {quote(c.puct_backup)}")
     for name, cls in SECTIONS.items():
         if not isinstance(getattr(c, name), cls): raise TypeError(f"{name} must be a {cls.__name__}, got {type(getattr(c, name)).__name__}")
     _check_finite(c)
     _check_run_fields(c)
     m = c.policy.model
-    if m != "default" and (m.startswith((".", "/", "~")) or Path(m).expanduser().exists() or m.count("/") > 1):
-        if not (Path(m).expanduser() / "config.json").is_file():
-            raise ValueError(f"policy.model {m!r} is not a model directory (no config.json there)")
+    if m != "default" and (m.startswith((".", "/", "~")) or _is(Path.exists, m) or m.count("/") > 1):
+        if not _is(Path.is_file, Path(m) / "config.json"):
+            raise ValueError(f"policy.model {quote(m)} is not a model directory (no config.json there)")
     if c.streaming_on and c.policy.think_cap is None: raise ValueError("streaming needs a thinking phase: policy.think_cap is None")
     get_task(c.task)   # last: a built-in name, or the spec the user asked for, imported and checked now, before any compute
+
+def _is(test, path) -> bool:
+    "test(path) after expanding ~, False where the OS cannot even look (a name too long for a path)."
+    try: return test(Path(path).expanduser())
+    except OSError: return False
 
 # %% ../nbs/26_config.ipynb #dbd71c29
 def _check_finite(c) -> None:
@@ -97,7 +103,7 @@ def _check_finite(c) -> None:
         for f in fields(obj):
             v = getattr(obj, f.name)
             for x in (v if isinstance(v, tuple) else (v,)):
-                if isinstance(x, float) and not math.isfinite(x): raise ValueError(f"{section}{f.name} must be finite, got {v!r}")
+                if isinstance(x, float) and not math.isfinite(x): raise ValueError(f"{section}{f.name} must be finite, got {quote(v)}")
 
 # %% ../nbs/26_config.ipynb #a035c45c
 MIN_TEMPERATURE = 1e-4   # below: greedy in effect, and logits / temperature overflows float32 far below
@@ -107,12 +113,12 @@ def _check_run_fields(c) -> None:
     import torch
     s = c.policy.seed
     if not is_int(s, 0) or s + 1000 * (c.policy.n_adapters - 1) >= 2**63:
-        raise ValueError(f"policy.seed must be an int >= 0 with policy.seed + 1000·(n_adapters - 1) < 2**63, got {c.policy.seed!r}")
+        raise ValueError(f"policy.seed must be an int >= 0 with policy.seed + 1000·(n_adapters - 1) < 2**63, got {quote(c.policy.seed)}")
     if c.policy.temperature < MIN_TEMPERATURE:
         raise ValueError(f"policy.temperature must be >= {MIN_TEMPERATURE:g} (below it sampling is greedy in effect and overflows "
-                         f"float32), got {c.policy.temperature!r}")
+                         f"float32), got {quote(c.policy.temperature)}")
     try: torch.device(c.policy.device)
-    except (RuntimeError, TypeError): raise ValueError(f"policy.device {c.policy.device!r} is not a torch device (cpu, cuda, cuda:1, mps)") from None
+    except (RuntimeError, TypeError): raise ValueError(f"policy.device {quote(c.policy.device)} is not a torch device (cpu, cuda, cuda:1, mps)") from None
 
 # %% ../nbs/26_config.ipynb #326f36ea
 def config_fields() -> dict:
@@ -169,21 +175,21 @@ def make_config(
     **overrides,              # field=value, nested as "policy.lora_rank"=8 or policy={"lora_rank": 8}
 ) -> TrainConfig:
     "A validated TrainConfig: the preset, then the method's settings, then (reference=True) the reference's switches, then the overrides."
-    if preset not in TRAIN_PRESETS: raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(TRAIN_PRESETS)}")
-    if method not in METHODS: raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+    if preset not in TRAIN_PRESETS: raise ValueError(f"unknown preset {quote(preset)}; choose from {', '.join(TRAIN_PRESETS)}")
+    if method not in METHODS: raise ValueError(f"unknown method {quote(method)}; choose from {', '.join(METHODS)}")
     top, nested = dict(TRAIN_PRESETS[preset], task=task, method=method), {s: {} for s in SECTIONS}   # each section: its own preset
     if method == "baseline": nested["policy"]["n_adapters"] = 1
     if method in ("baseline", "ensemble_only"): nested["update"].update(mi_coef=0.0, nnm_coef=0.0)
     elif method == "no_nnm": nested["update"]["nnm_coef"] = 0.0
     top.setdefault("streaming_on", streams_by_default(task, method))   # a preset that fixes the gate keeps it
-    if not isinstance(reference, bool): raise ValueError(f"reference must be True or False, got {reference!r}")
+    if not isinstance(reference, bool): raise ValueError(f"reference must be True or False, got {quote(reference)}")
     if reference:   # here, not at the top: the switches are defined and explained after this notebook (27_reference)
         from ugttt.reference import reference_overrides
         overrides = {**reference_overrides(task), **overrides}   # a caller's override of a switch keeps the caller's value
     for key, value in overrides.items(): _put(top, nested, key, value)
     names = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(top) - names)
-    if unknown: raise ValueError(f"unknown config field {unknown[0]!r}")
+    if unknown: raise ValueError(f"unknown config field {quote(unknown[0])}")
     return TrainConfig(**_typed(TrainConfig, top), **{s: _nested(cls, s, preset, nested[s]) for s, cls in SECTIONS.items()})
 
 # %% ../nbs/26_config.ipynb #e3e54f23
@@ -192,7 +198,7 @@ def _put(top: dict, nested: dict, key: str, value) -> None:
     if key in nested and isinstance(value, dict): nested[key].update(value); return
     if "." in key:
         head, tail = key.split(".", 1)
-        if head not in nested: raise ValueError(f"unknown config section {head!r} in {key!r}; sections: {', '.join(SECTIONS)}")
+        if head not in nested: raise ValueError(f"unknown config section {quote(head)} in {quote(key)}; sections: {', '.join(SECTIONS)}")
         nested[head][tail] = value; return
     top[key] = value
 
@@ -200,7 +206,7 @@ def _nested(cls, section: str, preset: str, values: dict):
     "Build a nested config from its own preset plus values (read by their types), naming an unknown field with its section."
     names = {f.name for f in fields(cls)}
     unknown = sorted(set(values) - names)
-    if unknown: raise ValueError(f"unknown config field {section}.{unknown[0]!r}")
+    if unknown: raise ValueError(f"unknown config field {section}.{quote(unknown[0])}")
     return cls.preset(preset, **_typed(cls, values))
 
 # %% ../nbs/26_config.ipynb #90d708a6
@@ -212,6 +218,38 @@ def config_from_dict(d: dict) -> TrainConfig:
     "Rebuild a TrainConfig from config_to_dict's output (every field present), each value read by its field's type."
     if not isinstance(d, dict): raise TypeError(f"a config must be a dict of fields, got {type(d).__name__}")
     return from_json(TrainConfig, d)
+
+# %% ../nbs/26_config.ipynb #813007dd
+CONFIG_MAX_DEPTH = 8   # levels of nesting a config file may have; a config nests three (the file, a section, a list)
+
+def check_depth(
+    value,      # a value read from JSON or YAML
+    what: str,  # what it is, for the message
+) -> None:
+    "ValueError if value nests dicts and lists deeper than CONFIG_MAX_DEPTH (walked without recursion)."
+    todo = [(value, 1)]
+    while todo:
+        v, depth = todo.pop()
+        if depth > CONFIG_MAX_DEPTH: raise ValueError(f"{what} nests deeper than {CONFIG_MAX_DEPTH} levels; a config nests three")
+        if isinstance(v, dict): todo += [(x, depth + 1) for x in v.values()]
+        elif isinstance(v, list): todo += [(x, depth + 1) for x in v]
+
+@functools.cache
+def config_loader():
+    "ConfigLoader: PyYAML's SafeLoader that refuses anchors and aliases and documents nested deeper than CONFIG_MAX_DEPTH."
+    import yaml
+    class ConfigLoader(yaml.SafeLoader):
+        depth = 0   # nodes being composed: the nesting so far
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            refuse = lambda problem: yaml.composer.ComposerError(None, None, problem, event.start_mark)
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise refuse("anchors and aliases (&name, *name) are not allowed in a config")
+            if self.depth >= CONFIG_MAX_DEPTH: raise refuse(f"it nests deeper than {CONFIG_MAX_DEPTH} levels; a config nests three")
+            self.depth += 1
+            try: return super().compose_node(parent, index)
+            finally: self.depth -= 1
+    return ConfigLoader
 
 # %% ../nbs/26_config.ipynb #114f0a2e
 OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "ray_address", "report_to")   # how a run executes, not what it computes
@@ -229,6 +267,7 @@ def _plain(c) -> dict:
     "A config as JSON data without resolving anything: a TrainConfig's dict, or a stored dict over the fields' defaults."
     if isinstance(c, TrainConfig): return config_to_dict(c)
     if not isinstance(c, dict): raise ValueError(f"a stored config must be a JSON object of fields, got {type(c).__name__}")
+    check_depth(c, "a stored config")
     try: d = json.loads(json.dumps(c, allow_nan=True))
     except (TypeError, ValueError) as e: raise ValueError(f"a stored config is not JSON data: {e}") from None
     out = {**_DEFAULTS, **d}
@@ -249,7 +288,7 @@ def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
     for k in sorted(set(a) | set(b)):
         x, y = a.get(k, "<absent>"), b.get(k, "<absent>")
         if isinstance(x, dict) and isinstance(y, dict): out += _dict_diff(x, y, f"{prefix}{k}.")
-        elif x != y: out.append(f"{prefix}{k}: {x!r} -> {y!r}")
+        elif x != y: out.append(f"{prefix}{k}: {quote(x)} -> {quote(y)}")
     return out
 
 # %% ../nbs/26_config.ipynb #6e36d0fb
@@ -260,7 +299,7 @@ def stored_config_diff(
     "Check a run directory's tree, then compare its config.json, as plain data, with cfg; a damaged file is a RunDirError naming it."
     run_dir = Path(run_dir)
     check_tree(run_dir)
-    try: return config_diff(read_json(run_dir / CONFIG), cfg)   # plain data: a task it names is never imported
+    try: return config_diff(read_json(run_dir / CONFIG, CONFIG_MAX_BYTES), cfg)   # plain data: a task it names is never imported
     except RunDirError: raise
     except ValueError as e: raise RunDirError(f"{run_dir / 'config.json'}: {e}") from None
 
@@ -269,23 +308,37 @@ def load_config(
     path,                         # a .json, .yaml or .yml file: {"task": ..., "method": ..., "preset": ..., fields...}
     **overrides,                  # applied after the file (e.g. command-line flags)
 ) -> TrainConfig:
-    "A config from a JSON or YAML file of (possibly partial) fields over a preset, then overrides."
+    "A config from a JSON or YAML file of (possibly partial) fields over a preset, then overrides; a bad file is one ValueError line."
+    d = {**read_config_file(path), **overrides}
+    try: return make_config(d.pop("task", "cp26"), d.pop("method", "ugttt"), d.pop("preset", "tiny"), **d)
+    except (ValueError, TypeError) as e:   # a check deeper in a section may quote a value of the file whole
+        if clip(str(e)) == str(e): raise
+        raise (TypeError if isinstance(e, TypeError) else ValueError)(clip(str(e))) from None
+
+def read_config_file(
+    path,     # a .json, .yaml or .yml file (a link is followed: it is the user's own file)
+) -> dict:    # the fields it holds
+    "The mapping of a JSON or YAML config file of at most CONFIG_MAX_BYTES, without YAML aliases, nested at most CONFIG_MAX_DEPTH."
     path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"config file {path} does not exist")
     if path.suffix not in (".json", ".yaml", ".yml"): raise ValueError(f"config file {path} must end in .json, .yaml or .yml")
-    try: text = path.read_text()
+    try: text = read_regular(path, CONFIG_MAX_BYTES, follow=True).decode("utf-8")
+    except FileNotFoundError: raise FileNotFoundError(f"config file {path} does not exist") from None
     except UnicodeDecodeError as e: raise ValueError(f"config file {path} is not UTF-8 text (byte {e.start})") from None
+    except RunDirError as e: raise ValueError(f"config file {e}") from None
     if path.suffix == ".json":
         try: d = json.loads(text)
         except json.JSONDecodeError as e: raise ValueError(f"config file {path} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+        except RecursionError: raise ValueError(f"config file {path} nests deeper than {CONFIG_MAX_DEPTH} levels; a config nests three") from None
+        except ValueError as e: raise ValueError(f"config file {path} is not usable JSON: {quote(str(e))}") from None   # an int of over 4,300 digits
     else:
         import yaml
-        try: d = yaml.safe_load(text)
+        try: d = yaml.load(text, Loader=config_loader())
         except yaml.YAMLError as e:   # one line: the problem and where, without the quoted source yaml prints
             where = getattr(e, "problem_mark", None)
             at = f" at line {where.line + 1} column {where.column + 1}" if where is not None else ""
             raise ValueError(f"config file {path} is not valid YAML: {getattr(e, 'problem', None) or type(e).__name__}{at}") from None
+        except ValueError as e: raise ValueError(f"config file {path} is not usable YAML: {quote(str(e))}") from None
         d = {} if d is None else d
     if not isinstance(d, dict): raise ValueError(f"config file {path} must hold a mapping of fields, got {type(d).__name__}")
-    d = {**d, **overrides}
-    return make_config(d.pop("task", "cp26"), d.pop("method", "ugttt"), d.pop("preset", "tiny"), **d)
+    check_depth(d, f"config file {path}")
+    return d

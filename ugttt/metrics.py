@@ -72,7 +72,7 @@ class EpochLog:
 
 # %% ../nbs/29_metrics.ipynb #79417f35
 def best_reward(
-    records: list[dict],   # metrics.jsonl's records
+    records,               # metrics.jsonl's records: a list, or a stream (24_rundir.iter_jsonl)
 ) -> float:                # the largest train/reward/exec/best; -inf before the first epoch
     "The best execution reward of the epochs logged so far."
     return max([r.get("train/reward/exec/best", -math.inf) for r in records] + [-math.inf])

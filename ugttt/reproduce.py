@@ -4,7 +4,7 @@
 
 # %% ../nbs/34_reproduce.ipynb #afbca04a
 from __future__ import annotations
-import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, time
+import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 from .checks import check_int, is_int
@@ -180,7 +180,8 @@ _CHILD = ("import json, os, sys\n"
           "    if os.getppid() != int(sys.argv[5]): sys.exit('the process that started this run has exited')\n"
           "import torch; torch.set_num_threads(int(sys.argv[4]))\n"
           "from ugttt.config import config_from_dict; from ugttt.trainer import train\n"
-          "train(config_from_dict(json.load(open(sys.argv[1]))), sys.argv[2], resume=sys.argv[3] == '1', progress=False)")
+          "from ugttt.rundir import CONFIG_MAX_BYTES, read_json\n"
+          "train(config_from_dict(read_json(sys.argv[1], CONFIG_MAX_BYTES)), sys.argv[2], resume=sys.argv[3] == '1', progress=False)")
 
 def _start_worker(cfg: TrainConfig, path: Path, resume: bool, threads: int) -> subprocess.Popen:
     "Start one training process; its config goes through a JSON file, its output to <run>.log (neither written through a link)."
@@ -200,8 +201,12 @@ def _start_worker(cfg: TrainConfig, path: Path, resume: bool, threads: int) -> s
 def _log_path(path: Path) -> Path: return path.parent / f"{path.name}.log"
 def _label(path: Path) -> str: return f"{path.parent.name}/{path.name}"
 def _tail(path: Path, n: int = 15) -> str:
-    from ugttt.rundir import RunDirError, read_regular
-    try: return "\n".join(read_regular(path).decode(errors="replace").splitlines()[-n:])
+    "The last n lines of a worker's log, from its last 64 KiB at most (a log may be long)."
+    from ugttt.rundir import RunDirError, open_regular
+    try:
+        with open_regular(path) as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 2**16))
+            return "\n".join(f.read(2**16).decode(errors="replace").splitlines()[-n:])
     except (FileNotFoundError, RunDirError): return "(no log)"
 
 # %% ../nbs/34_reproduce.ipynb #105a0b33
@@ -240,7 +245,11 @@ def ensure_runs(
     paths, jobs = plan_runs(specs, runs_dir, preset, smoke, reuse, **overrides)
     jobs.sort(key=lambda job: -job[0].n_adapters)   # the slow ensembles first: no lone run at the end
     train_runs(jobs, workers, progress=progress)
-    return {s: load_run(p) for s, p in paths.items()}
+    runs = {s: load_run(p) for s, p in paths.items()}                # each run's logs checked against its digest again
+    old = [str(r.path) for r in runs.values() if not r.verified]
+    if old: warnings.warn(f"{len(old)} reused run(s) have no log digest to check (written before ugttt recorded one; first: "
+                          f"{old[0]}): their logs are used unchecked; move them away to retrain them", stacklevel=2)
+    return runs
 
 # %% ../nbs/34_reproduce.ipynb #9baaee40
 def fmt_value(

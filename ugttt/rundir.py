@@ -4,17 +4,19 @@
 
 # %% ../nbs/24_rundir.ipynb #a8eb8384
 from __future__ import annotations
-import errno, json, os, re, secrets, stat
+import errno, hashlib, json, math, os, re, secrets, stat
 from pathlib import Path
-from .checks import is_int
+from .checks import is_int, quote
 
 # %% auto #0
 __all__ = ['CONFIG', 'METRICS', 'TRAJECTORIES', 'PUCT', 'CHECKPOINTS', 'LATEST', 'TRAINER_STATE', 'SAMPLER_STATE',
-           'STREAMING_STATE', 'ADAPTERS', 'ADAPTER_WEIGHTS', 'TRACKER_DIRS', 'RunDirError', 'snapshot_path',
-           'checkpoint_path', 'adapter_weights', 'checkpoint_files', 'open_regular', 'read_regular', 'read_json',
-           'read_jsonl', 'append_jsonl', 'open_append', 'write_atomic', 'remove_temporaries', 'create_run',
-           'check_tree', 'read_latest', 'write_latest', 'check_checkpoint', 'check_logs', 'finished_epochs',
-           'keep_epochs']
+           'STREAMING_STATE', 'ADAPTERS', 'ADAPTER_WEIGHTS', 'LOG_DIGEST', 'CONFIG_MAX_BYTES', 'SMALL_JSON_MAX_BYTES',
+           'LOG_LINE_MAX_BYTES', 'TRACKER_DIRS', 'EPOCH_KEYS', 'RunDirError', 'snapshot_path', 'checkpoint_path',
+           'adapter_weights', 'checkpoint_files', 'open_regular', 'read_regular', 'read_json', 'log_lines',
+           'parse_record', 'numbered_records', 'iter_jsonl', 'read_jsonl', 'append_jsonl', 'open_append',
+           'write_atomic', 'remove_temporaries', 'create_run', 'check_tree', 'read_latest', 'write_latest',
+           'check_checkpoint', 'LogsEditedError', 'log_digest', 'read_log_digest', 'check_log_digest', 'record_epoch',
+           'check_logs', 'finished_epochs', 'keep_epochs']
 
 # %% ../nbs/24_rundir.ipynb #a76c5d28
 class RunDirError(ValueError):
@@ -32,6 +34,7 @@ SAMPLER_STATE = "sampler.json"        # in a checkpoint: the PUCT sampler (PUCTS
 STREAMING_STATE = "streaming.json"    # in a checkpoint: the streaming gate's history (StreamingHistory.to_dict)
 ADAPTERS = "adapters"                 # in a checkpoint: adapters/adapter_k, each a standard peft adapter
 ADAPTER_WEIGHTS = "adapter_model.safetensors"   # an adapter's tensors, under peft's own file name
+LOG_DIGEST = "logs.json"              # in a checkpoint: the size and SHA-256 of each log as the checkpoint was written
 
 def snapshot_path(
     run_dir,      # a run directory
@@ -62,27 +65,40 @@ def checkpoint_files(
     return [TRAINER_STATE, SAMPLER_STATE, STREAMING_STATE, *(f"{ADAPTERS}/{n}/{ADAPTER_WEIGHTS}" for n in names)]
 
 # %% ../nbs/24_rundir.ipynb #3b38f369
+CONFIG_MAX_BYTES = 2**20       # config.json, and a --config file (26_config): a resolved config is about 3 KB
+SMALL_JSON_MAX_BYTES = 2**12   # latest.json and a checkpoint's logs.json: under 300 bytes each
+LOG_LINE_MAX_BYTES = 2**26     # one log line: a trajectory line holds a prompt (a parent's program of at most 200,000
+                               # characters and its output) and a completion, each character at most 12 bytes escaped
+
 def open_regular(
-    path,   # a file inside a run directory
-):          # a binary file object, open for reading
-    "Open a regular file for reading; RunDirError for a symbolic link, a FIFO, a device or a directory, FileNotFoundError if missing."
+    path,                          # a file inside a run directory
+    max_bytes: int | None = None,  # refuse a larger file, by its size on the open descriptor; None: the caller reads a bounded amount
+    follow: bool = False,          # follow a symbolic link: a user's own file (a --config), never a file of a run directory
+):                                 # a binary file object, open for reading
+    "Open a regular file of at most max_bytes for reading; RunDirError for a link, a FIFO, a device, a directory or a file too large."
     path = Path(path)
-    try: fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
     except FileNotFoundError: raise FileNotFoundError(f"{path} does not exist") from None
     except OSError as e:
         if e.errno == errno.ELOOP: raise RunDirError(f"{path} is a symbolic link; a run directory holds no links") from None
         raise RunDirError(f"{path} cannot be opened: {e.strerror}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode): raise RunDirError(f"{path} is not a regular file ({_kind(mode)}); it is not read")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode): raise RunDirError(f"{path} is not a regular file ({_kind(st.st_mode)}); it is not read")
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise RunDirError(f"{path} is {st.st_size:,} bytes, more than the {max_bytes:,} it can legitimately hold; it is not read")
     except BaseException: os.close(fd); raise
     return os.fdopen(fd, "rb")
 
 def read_regular(
-    path,   # a file inside a run directory
-) -> bytes: # its contents
-    "The bytes of a regular file (open_regular's checks)."
-    with open_regular(path) as f: return f.read()
+    path,                  # a file inside a run directory
+    max_bytes: int,        # the most it can legitimately hold
+    follow: bool = False,  # follow a symbolic link (open_regular)
+) -> bytes:                # its contents
+    "The bytes of a regular file of at most max_bytes (open_regular's checks, and a file that grows past the cap is refused)."
+    with open_regular(path, max_bytes, follow) as f: data = f.read(max_bytes + 1)
+    if len(data) > max_bytes: raise RunDirError(f"{path} grew past the {max_bytes:,} bytes it can legitimately hold while it was read")
+    return data
 
 def _kind(mode: int) -> str:
     "What a file mode is, in words."
@@ -93,33 +109,71 @@ def _kind(mode: int) -> str:
 
 # %% ../nbs/24_rundir.ipynb #a81828f7
 def read_json(
-    path,   # a JSON file inside a run directory
-):          # its value
-    "The parsed contents of a regular JSON file; RunDirError naming the file if it is not valid JSON."
-    data = read_regular(path)
+    path,             # a JSON file inside a run directory
+    max_bytes: int,   # the most it can legitimately hold (read_regular)
+):                    # its value
+    "The parsed contents of a regular JSON file of at most max_bytes; RunDirError naming the file if it is not valid JSON."
+    data = read_regular(path, max_bytes)
     try: return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e: raise RunDirError(f"{path} is not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e: raise RunDirError(f"{path} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError: raise RunDirError(f"{path} nests too deeply to be a run's JSON") from None
+    except ValueError as e: raise RunDirError(f"{path} is not usable JSON: {quote(str(e))}") from None   # an int of over 4,300 digits
 
 # %% ../nbs/24_rundir.ipynb #4c65d0f6
+def log_lines(
+    path,   # a JSON-lines file (may be missing)
+):          # yields (line number, its bytes); the last may lack its newline (a partial line)
+    "Each line of a log with its number, one at a time and each at most LOG_LINE_MAX_BYTES; a missing file has none."
+    try: f = open_regular(path)
+    except FileNotFoundError: return
+    with f:
+        n = 0
+        while line := f.readline(LOG_LINE_MAX_BYTES + 1):
+            n += 1
+            if len(line) > LOG_LINE_MAX_BYTES:
+                raise RunDirError(f"{path} line {n} is longer than {LOG_LINE_MAX_BYTES:,} bytes, more than any line a run writes")
+            yield n, line
+
+def parse_record(
+    path,          # the log, for the message
+    n: int,        # the line's number, for the message
+    line: bytes,   # a complete line
+) -> dict | None:  # its record; None for a blank line
+    "A log line as a JSON object; RunDirError naming the file and line if it is not one."
+    try: text = line.decode("utf-8")
+    except UnicodeDecodeError as e: raise RunDirError(f"{path} line {n} is not UTF-8 text (byte {e.start})") from None
+    if not text.strip(): return None
+    try: rec = json.loads(text)
+    except (ValueError, RecursionError): raise RunDirError(f"{path} line {n} is not valid JSON") from None
+    if not isinstance(rec, dict): raise RunDirError(f"{path} line {n} is not a JSON object")
+    return rec
+
+def numbered_records(
+    path,   # a JSON-lines file (may be missing)
+):          # yields (line number, its bytes, its record) of each complete, non-blank line
+    "The complete records of a log, one at a time with their line numbers and bytes; a partial last line is left out."
+    for n, line in log_lines(path):
+        if not line.endswith(b"\n"): return           # a crash's partial last line: not a record yet
+        rec = parse_record(path, n, line)
+        if rec is not None: yield n, line, rec
+
+def iter_jsonl(
+    path,   # a JSON-lines file (may be missing)
+):          # yields each complete record
+    "The complete records of a JSON-lines file, one at a time: the memory of one line, not of the file."
+    for _, _, rec in numbered_records(path): yield rec
+
 def read_jsonl(
     path,                        # a JSON-lines file (may be missing)
 ) -> tuple[list[dict], int]:     # the complete records, the bytes of a partial last line (0 if none)
     "The complete records of a JSON-lines file and the number of bytes of a partial last line (0 if none)."
-    try: data = read_regular(path)
-    except FileNotFoundError: return [], 0
-    end = data.rfind(b"\n") + 1
-    try: lines = data[:end].decode("utf-8").splitlines()
-    except UnicodeDecodeError as e: raise RunDirError(f"{path} is not UTF-8 text (byte {e.start})") from None
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip(): continue
-        try: rec = json.loads(line)
-        except (json.JSONDecodeError, RecursionError): raise RunDirError(f"{path} line {n} is not valid JSON") from None
-        if not isinstance(rec, dict): raise RunDirError(f"{path} line {n} is not a JSON object")
-        out.append(rec)
-    return out, len(data) - end
+    records, last = [], b""
+    for n, line in log_lines(path):
+        last = line
+        rec = parse_record(path, n, line) if line.endswith(b"\n") else None
+        if rec is not None: records.append(rec)
+    return records, 0 if last.endswith(b"\n") else len(last)
 
 # %% ../nbs/24_rundir.ipynb #0f636eb6
 def append_jsonl(
@@ -227,13 +281,13 @@ def read_latest(
         stray = sorted(p.name for p in ck.iterdir() if _EPOCH_DIR.fullmatch(p.name)) if ck.is_dir() else []
         if stray: raise RunDirError(f"{path} is missing but {ck} holds {stray[-1]}; the run is damaged (move it away)")
         return None
-    d = read_json(path)
+    d = read_json(path, SMALL_JSON_MAX_BYTES)
     if not isinstance(d, dict) or set(d) != {"epoch", "path"}:
-        raise RunDirError(f"{path} must be {{\"epoch\": int, \"path\": \"epoch_XXXX\"}}, got {str(d)[:80]}")
+        raise RunDirError(f"{path} must be {{\"epoch\": int, \"path\": \"epoch_XXXX\"}}, got {quote(d, 80)}")
     e, name = d["epoch"], d["path"]
-    if not is_int(e, 0): raise RunDirError(f"{path}: epoch must be an int >= 0, got {e!r}")
+    if not is_int(e, 0): raise RunDirError(f"{path}: epoch must be an int >= 0, got {quote(e, 80)}")
     own = checkpoint_path(run_dir, e).name
-    if name != own: raise RunDirError(f"{path}: path must be the epoch's directory '{own}', got {str(name)[:80]!r}")
+    if name != own: raise RunDirError(f"{path}: path must be the epoch's directory '{own}', got {quote(name, 80)}")
     target = ck / name
     if target.is_symlink() or not target.is_dir(): raise RunDirError(f"{path} names {target}, which is not a checkpoint directory")
     return e, target
@@ -254,19 +308,100 @@ def check_checkpoint(
     for f in checkpoint_files(n_adapters):
         if not (Path(checkpoint) / f).is_file(): raise RunDirError(f"cannot resume: {Path(checkpoint) / f} is missing")
 
+# %% ../nbs/24_rundir.ipynb #4a43aab9
+class LogsEditedError(RunDirError):
+    "A log that no longer begins with the bytes its run's newest checkpoint recorded: edited, cut or replaced since."
+
+def _hash_prefix(
+    path,                      # a log (may be missing: empty)
+    limit: int | None = None,  # hash only the first `limit` bytes; None: the whole file
+) -> tuple[int, str]:          # bytes hashed, their SHA-256 in hex
+    "The size and SHA-256 of a log's first `limit` bytes (all of it with None), read in blocks of 1 MiB."
+    h, size = hashlib.sha256(), 0
+    try: f = open_regular(path)
+    except FileNotFoundError: return 0, h.hexdigest()
+    with f:
+        while limit is None or size < limit:
+            block = f.read(2**20 if limit is None else min(2**20, limit - size))
+            if not block: break
+            h.update(block); size += len(block)
+    return size, h.hexdigest()
+
+def log_digest(
+    run_dir,   # a run directory
+) -> dict:     # {log name: {"bytes": n, "sha256": hex}} for metrics.jsonl and trajectories.jsonl
+    "The size and SHA-256 of each log as it is now: what a checkpoint records in LOG_DIGEST."
+    return {name: dict(zip(("bytes", "sha256"), _hash_prefix(Path(run_dir) / name))) for name in (METRICS, TRAJECTORIES)}
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+def read_log_digest(
+    checkpoint,      # a checkpoint directory
+) -> dict | None:    # log_digest's dict; None for a checkpoint written before ugttt recorded digests
+    "A checkpoint's LOG_DIGEST; RunDirError naming the file if it is malformed."
+    path = Path(checkpoint) / LOG_DIGEST
+    if not os.path.lexists(path): return None
+    d = read_json(path, SMALL_JSON_MAX_BYTES)
+    entry = lambda v: (isinstance(v, dict) and set(v) == {"bytes", "sha256"} and is_int(v["bytes"], 0)
+                       and isinstance(v["sha256"], str) and _SHA256.fullmatch(v["sha256"]) is not None)
+    if not (isinstance(d, dict) and set(d) == {METRICS, TRAJECTORIES} and all(map(entry, d.values()))):
+        raise RunDirError(f'{path} must give {{"bytes": int, "sha256": hex}} for {METRICS} and {TRAJECTORIES}, got {quote(d, 100)}')
+    return d
+
+def check_log_digest(
+    run_dir,   # a run directory
+) -> bool:     # True: the logs match; False: nothing to check (no checkpoint, or one written before digests)
+    "Whether each log begins with exactly the bytes the newest checkpoint recorded; LogsEditedError naming the log if not."
+    latest = read_latest(run_dir)
+    want = read_log_digest(latest[1]) if latest else None
+    if want is None: return False
+    where = f"{latest[1].name}/{LOG_DIGEST}"
+    for name, d in want.items():
+        path = Path(run_dir) / name
+        size, sha = _hash_prefix(path, d["bytes"])
+        if size < d["bytes"]:
+            raise LogsEditedError(f"{path} holds {size:,} bytes, fewer than the {d['bytes']:,} that {where} recorded: it was cut "
+                                  "after the run wrote it, and the run's numbers cannot be trusted (move the run away)")
+        if sha != d["sha256"]:
+            raise LogsEditedError(f"{path} no longer matches the SHA-256 of its first {d['bytes']:,} bytes that {where} recorded: "
+                                  "it was edited after the run wrote it, and the run's numbers cannot be trusted (move the run away)")
+    return True
+
 # %% ../nbs/24_rundir.ipynb #e23cf598
+EPOCH_KEYS = ("epoch", "rollout/epoch", "rollout_group/epoch", "progress/epoch")   # where a record names its epoch, by kind
+
+def record_epoch(
+    path,        # the log, for the message
+    n: int,      # the record's line, for the message
+    rec: dict,   # a log record
+) -> int:        # its epoch
+    "The epoch a log record belongs to; RunDirError naming the file and line if it names none, or not as an int >= 0."
+    for k in EPOCH_KEYS:
+        if k in rec:
+            if is_int(rec[k], 0): return rec[k]
+            raise RunDirError(f"{path} line {n}: {k} must be an int >= 0, got {quote(rec[k], 80)}")
+    raise RunDirError(f"{path} line {n} is a record without an epoch (none of {', '.join(EPOCH_KEYS)}): {quote(sorted(rec)[:5], 80)}")
+
 def check_logs(
     run_dir,       # a run directory
     done: int,     # epochs the newest checkpoint says are finished (its epoch + 1; 0 before the first)
 ) -> None:
-    "RunDirError if metrics.jsonl lacks an epoch record, or trajectories.jsonl the rollouts, of an epoch the checkpoint says is finished."
+    "RunDirError for a record without a valid epoch, logs that lack an epoch the checkpoint says is finished, or logs edited since."
     run_dir = Path(run_dir)
-    metrics = {r.get("progress/epoch") for r in read_jsonl(run_dir / METRICS)[0]}
-    rollouts = {r.get("epoch") for r in read_jsonl(run_dir / TRAJECTORIES)[0]}
-    for name, have in ((METRICS, metrics), (TRAJECTORIES, rollouts)):
-        missing = [e for e in range(done) if e not in have]
-        if missing: raise RunDirError(f"{run_dir / name} lacks epoch {missing[0]}, which checkpoints/latest.json says is finished "
-                                      f"({done} epochs); the run is damaged (move it away)")
+    for name, key in ((METRICS, "progress/epoch"), (TRAJECTORIES, "epoch")):
+        path, have = run_dir / name, set()
+        for n, _, rec in numbered_records(path):
+            e = record_epoch(path, n, rec)
+            if key not in rec: continue
+            have.add(e)
+            best = rec.get("train/reward/exec/best", 0.0)   # a resume starts from the best so far (29_metrics.best_reward)
+            if isinstance(best, bool) or not isinstance(best, (int, float)) or not math.isfinite(best):
+                raise RunDirError(f"{path} line {n}: train/reward/exec/best must be a finite number, got {quote(best, 80)}")
+        missing = next((e for e in range(done) if e not in have), None)
+        if missing is not None:
+            raise RunDirError(f"{path} lacks epoch {missing}, which checkpoints/latest.json says is finished ({done} epochs); "
+                              "the run is damaged (move it away)")
+    check_log_digest(run_dir)
 
 # %% ../nbs/24_rundir.ipynb #1087e70d
 def finished_epochs(
@@ -283,15 +418,13 @@ def keep_epochs(
     run_dir,            # a run directory
     last_epoch: int,    # the newest checkpoint's epoch (-1 before the first)
 ) -> None:
-    "Drop from the logs every record of an epoch after `last_epoch` (an interrupted epoch) and a partial last line."
-    for name in (METRICS, TRAJECTORIES):
-        path = Path(run_dir) / name
-        records, _ = read_jsonl(path)
-        kept = [r for r in records if _epoch_of(r) <= last_epoch]
-        write_atomic(path, "".join(json.dumps(r) + "\n" for r in kept))
+    "Drop from the logs every record of an epoch after `last_epoch` and a partial last line; the kept lines stay byte for byte."
+    paths = [Path(run_dir) / name for name in (METRICS, TRAJECTORIES)]
+    for path in paths:
+        for _ in _kept_lines(path, last_epoch): pass      # every record checked before either log is replaced
+    for path in paths: write_atomic(path, lambda f, path=path: f.writelines(_kept_lines(path, last_epoch)))
 
-def _epoch_of(r: dict) -> int:
-    "The epoch a log record belongs to."
-    for k in ("epoch", "rollout/epoch", "rollout_group/epoch", "progress/epoch"):
-        if k in r: return int(r[k])
-    raise ValueError(f"a log record without an epoch: {sorted(r)[:5]}")
+def _kept_lines(path, last_epoch: int):
+    "The lines of a log whose records belong to epochs up to last_epoch, as read."
+    for n, line, rec in numbered_records(path):
+        if record_epoch(path, n, rec) <= last_epoch: yield line

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from .config import TrainConfig, config_to_dict
-from .rundir import METRICS, TRAJECTORIES, append_jsonl, create_run, read_jsonl, snapshot_path, write_atomic
+from .rundir import METRICS, TRAJECTORIES, append_jsonl, create_run, iter_jsonl, read_jsonl, snapshot_path, write_atomic
 from .checkpoint import check_run_dir, load_checkpoint, resume_run, save_checkpoint
 from .metrics import EpochLog, best_reward
 from .policy import LoRAEnsemble
@@ -62,9 +62,9 @@ def start_run(
     sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
                           topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
     state = RunState(cfg, ens, optimizers, sampler, StreamingHistory(), gen, task, Path(run_dir), progress=progress)
-    st = resume_run(run_dir, ens, optimizers, gen) if resume else None
+    st = resume_run(run_dir, ens, optimizers, gen, cfg) if resume else None
     if st is not None: state.start, state.counter, state.sampler, state.history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
-    state.best = best_reward(read_jsonl(state.run_dir / METRICS)[0])
+    state.best = best_reward(iter_jsonl(state.run_dir / METRICS))   # streamed: one record in memory at a time
     return state
 
 # %% ../nbs/30_trainer.ipynb #84434aa4
