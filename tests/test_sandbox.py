@@ -196,7 +196,9 @@ def test_fallback_modes_still_contain_the_program(mode):
         pids = s.worker_pids()
         if s.processes_capped:
             r = s.run('import os\ndef run():\n    while True:\n        try: os.fork()\n        except OSError: pass', 'run')
-            assert r.timed_out and r.elapsed_s < 3.0
+            # the zygote stops it at its CPU budget; under `nice -n 19` the zygote has the priority of the 128
+            # busy processes it counts and looks late, but well before the caller's limit for a silent zygote
+            assert r.error == 'timeout: exceeded 1 s CPU budget' and r.elapsed_s < S._Worker.SILENT_S, r
         if mode == 'netns':
             r = s.run("import socket\ndef run(): socket.create_connection(('1.1.1.1', 80), timeout=5)", 'run')
             assert not r.ok and 'Errno 101' in r.error and r.elapsed_s < 1.0, r

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 import numpy as np
-from .sandbox_worker import _recv_msg, _send_msg, seccomp_filter, to_plain   # to_plain: the child's half, re-exported
+from .sandbox_worker import TICK_S, _recv_msg, _send_msg, seccomp_filter, to_plain   # to_plain: the child's half, re-exported
 
 # %% auto #0
-__all__ = ['MAX_RESULT_VALUES', 'MAX_RESULT_DEPTH', 'MAX_RESULT_STRING_BYTES', 'DEFAULT_PRELOAD', 'RunResult', 'decode_result',
-           'truncate_output', 'describe_outcome', 'sandbox_command', 'detect_isolation', 'Sandbox', 'default_sandbox']
+__all__ = ['MAX_RESULT_VALUES', 'MAX_RESULT_DEPTH', 'MAX_RESULT_STRING_BYTES', 'BUDGET_CLOCKS', 'WALL_BACKSTOP',
+           'DEFAULT_PRELOAD', 'RunResult', 'decode_result', 'truncate_output', 'budget_limits', 'describe_outcome',
+           'sandbox_command', 'detect_isolation', 'Sandbox', 'default_sandbox']
 
 # %% ../nbs/03_sandbox.ipynb #6515c490
 @dataclass
@@ -28,6 +29,7 @@ class RunResult:
     stderr: str         # captured, tail kept, truncation marked
     elapsed_s: float    # the program's wall time on the caller's clock, from dispatch to its end (pipes closed or report)
     timed_out: bool     # killed for exceeding its budget
+    cpu_s: float        # CPU seconds of the program's processes, as its zygote counted them (reading its result included)
 
 # %% ../nbs/03_sandbox.ipynb #eee4621b
 MAX_RESULT_VALUES = 2**20        # values and containers a result may hold: ~64 MB of Python objects at most in the parent
@@ -94,6 +96,21 @@ def truncate_output(
     text = text[-max_chars:] if max_chars > 0 else ''
     return f'[... output truncated: {total} bytes in all, the last {len(text)} characters follow ...]\n' + text
 
+# %% ../nbs/03_sandbox.ipynb #f19a3363
+BUDGET_CLOCKS = ('cpu', 'wall')   # what a budget counts: the CPU seconds of the program's processes, or wall-clock seconds
+WALL_BACKSTOP = 3.0               # on the CPU clock: wall-clock time a program may take, in budgets (its waits for a CPU not counted)
+
+def budget_limits(
+    budget_s: float,     # the budget, seconds (per CPU on the CPU clock)
+    clock: str = 'cpu',  # 'cpu' or 'wall'
+    cpus: int = 1,       # CPUs the program has: its CPU budget is budget_s on each
+) -> dict:               # clock and budget_s; on the CPU clock also cpu_budget_s, backstop_s and the child's cpu_limit_s
+    "The limits a budget sets on its clock, as a zygote's job carries them."
+    if clock not in BUDGET_CLOCKS: raise ValueError(f"budget_clock must be 'cpu' or 'wall', got {clock!r}")
+    if clock == 'wall': return {'clock': 'wall', 'budget_s': budget_s}
+    return {'clock': 'cpu', 'budget_s': budget_s, 'cpu_budget_s': budget_s * cpus, 'backstop_s': WALL_BACKSTOP * budget_s,
+            'cpu_limit_s': math.ceil(budget_s * cpus) + 1}   # RLIMIT_CPU, whole seconds: past the zygote's own stop
+
 # %% ../nbs/03_sandbox.ipynb #d21f3a09
 def describe_outcome(
     report: dict | None,   # the zygote's report, None when the worker was lost
@@ -104,13 +121,23 @@ def describe_outcome(
     oom_killed: bool = False,  # the memory cgroup counted an OOM kill during the run
     lost: str | None = None,   # why the worker was lost ('timeout' or a description)
     elapsed_s: float = 0.0,    # the program's time on the caller's own clock, from dispatch to its end
+    clock: str = 'cpu',        # the budget's clock (budget_limits)
+    cpus: int = 1,             # CPUs the program had (its CPU budget is budget_s on each)
 ) -> tuple[bool, Any, str | None, bool]:
     "Turn a child's end (zygote report + result bytes + the caller's clock) into (ok, value, error, timed_out)."
+    lim = budget_limits(budget_s, clock, cpus)
+    wall = clock == 'wall'
+    over = (f'timeout: exceeded {budget_s:g} s budget' if wall else
+            f"timeout: exceeded {lim['cpu_budget_s']:g} s CPU budget" + (f' ({budget_s:g} s x {cpus} CPUs)' if cpus > 1 else ''))
     if report is None:
-        if lost == 'timeout': return False, None, f'timeout: exceeded {budget_s:g} s budget (sandbox worker killed)', True
-        return False, None, f'sandbox worker lost during the run: {lost}', False
-    if report.get('status') == 'timeout' or elapsed_s > budget_s:   # the caller's clock counts, not only the zygote's
-        return False, None, f'timeout: exceeded {budget_s:g} s budget', True
+        if lost != 'timeout': return False, None, f'sandbox worker lost during the run: {lost}', False
+        return False, None, over + ' (sandbox worker killed)' if wall else 'timeout: the sandbox worker stopped keeping time (killed)', True
+    cpu = report.get('cpu', 0.0)
+    if report.get('limit') == 'backstop':
+        return False, None, (f"timeout: still running after {lim['backstop_s']:g} s, its wall-clock backstop ({WALL_BACKSTOP:g} x "
+                             f'the budget, waits for a CPU not counted), with {cpu:.2f} s of CPU time used'), True
+    if report.get('status') == 'timeout' or (elapsed_s > budget_s if wall else cpu > lim['cpu_budget_s']):
+        return False, None, over, True                      # on the wall clock, the caller's clock counts too
     if data is None: return False, None, f'result too large: more than max_result_bytes={max_result_bytes} bytes', False
     sig = report.get('signal')
     if sig:
@@ -121,10 +148,10 @@ def describe_outcome(
         return False, None, f'crashed: killed by signal {name}', False
     code = report.get('code')
     if code != 0: return False, None, f'exited with status {code} before returning a result', False
-    t = time.monotonic()
+    t, c = time.monotonic(), time.thread_time()
     ok, value, err = decode_result(data)
-    if elapsed_s + time.monotonic() - t > budget_s:          # reading the result is part of the program's budget
-        return False, None, f'timeout: exceeded {budget_s:g} s budget (reading its result included)', True
+    if (elapsed_s + time.monotonic() - t > budget_s if wall else cpu + time.thread_time() - c > lim['cpu_budget_s']):
+        return False, None, over + ' (reading its result included)', True   # reading the result is part of the program's budget
     if not ok and err is None: err = 'exited with status 0 before returning a result (os._exit?)'
     return ok, value, err, False
 
@@ -390,7 +417,8 @@ class _WorkerLost(Exception):
 # %% ../nbs/03_sandbox.ipynb #e9fce7e8
 class _Worker:
     "One warm zygote in its isolation: runs one program at a time; `dead` once killed."
-    GRACE_S = 1.5    # the caller kills a worker that has not reported this long after the budget
+    GRACE_S = 1.5    # wall clock: the caller kills a worker that has not reported this long after the budget
+    SILENT_S = 10 * TICK_S   # CPU clock: the caller kills a worker that has sent no tick or report this long
     IDLE_S = 30.0    # the longest a zygote may take to be idle again after a program (sweep, fork, confine)
 
     def __init__(self,
@@ -462,7 +490,7 @@ class _Worker:
     def execute(self,
                 source: str,     # the program
                 entry: str,      # the function to call
-                budget_s: float, # its wall-clock budget, seconds
+                budget_s: float, # its budget, seconds on the sandbox's clock
                ) -> RunResult:
         "Run one program in this worker and build its RunResult (_WorkerLost if the worker cannot start it)."
         sb = self.sb
@@ -474,7 +502,8 @@ class _Worker:
         bufs, totals, res, too_large = [bytearray(), bytearray()], [0, 0], bytearray(), False
         report, lost, end, open_pipes = None, None, None, 3
         oom0 = self.cg.oom_kills() if self.cg else 0
-        job = {'source': source, 'entry': entry, 'budget_s': budget_s, 'memory_mb': sb.memory_mb,
+        wall = sb.budget_clock == 'wall'
+        job = {'source': source, 'entry': entry, **budget_limits(budget_s, sb.budget_clock, sb.cpus), 'memory_mb': sb.memory_mb,
                'max_result_bytes': sb.max_result_bytes, 'fsize_bytes': sb.tmp_mb * 2**20, 'nproc': sb.max_procs}
         sel = selectors.DefaultSelector()
         try:
@@ -486,22 +515,26 @@ class _Worker:
             self.jobs += 1
             sel.register(self.sock, selectors.EVENT_READ, 'ctl')
             for i, r in enumerate(reads): sel.register(r, selectors.EVENT_READ, i)
-            deadline, drain_until = t0 + budget_s + self.GRACE_S, None
+            heard, drain_until = t0, None                          # the zygote's last word
             while True:
                 now = time.monotonic()
                 if report is not None and len(sel.get_map()) == 0: break
-                if report is None and now > deadline: lost = 'timeout'; break
+                deadline = t0 + budget_s + self.GRACE_S if wall else heard + self.SILENT_S
+                if report is None and now > deadline and (wall or not any(k.data == 'ctl' for k, _ in sel.select(0))):
+                    lost = 'timeout'; break                        # (a tick still unread, when we were slow ourselves, is a word)
                 if drain_until is not None and now > drain_until: lost = 'pipes held open after the program ended'; break
                 events = sel.select(timeout=max(0.0, (drain_until or deadline) - now))
                 for key, _ in events:
                     if key.data == 'ctl':
-                        sel.unregister(self.sock)
-                        end = end or time.monotonic()
-                        try: self.sock.settimeout(5); report, _ = _recv_msg(self.sock)
-                        except (OSError, EOFError, ValueError) as e: report, lost = None, f'{type(e).__name__}: {e}'
+                        try: self.sock.settimeout(5); msg, _ = _recv_msg(self.sock)
+                        except (OSError, EOFError, ValueError) as e: msg, lost = None, f'{type(e).__name__}: {e}'
                         finally:
                             try: self.sock.settimeout(None)
                             except OSError: pass
+                        heard = time.monotonic()
+                        if isinstance(msg, dict) and msg.get('tick'): continue   # the zygote keeps time; the program runs on
+                        sel.unregister(self.sock)
+                        end, report = end or heard, msg
                         if report is None: lost = lost or 'the zygote died'; break
                         drain_until = time.monotonic() + 2.0
                         continue
@@ -523,17 +556,18 @@ class _Worker:
         elapsed = (end or time.monotonic()) - t0
         oom = bool(self.cg) and self.cg.oom_kills() > oom0
         if report is None or lost: self.kill()
-        data, t_read = None if too_large else bytes(res), time.monotonic()   # None: over the cap, dropped
+        data, t_read, c_read = None if too_large else bytes(res), time.monotonic(), time.thread_time()   # None: over the cap, dropped
         res.clear()                                            # one copy of the reply while it is parsed, not two
-        ok, value, error, timed_out = describe_outcome(report, data, budget_s, sb.memory_mb,
-                                                       sb.max_result_bytes, oom, lost, elapsed)
+        ok, value, error, timed_out = describe_outcome(report, data, budget_s, sb.memory_mb, sb.max_result_bytes, oom, lost,
+                                                       elapsed, sb.budget_clock, sb.cpus)
         elapsed += time.monotonic() - t_read                   # reading the result is part of the program's time
+        cpu = (report or {}).get('cpu', 0.0) + time.thread_time() - c_read
         if report is not None and lost and not timed_out:   # something of the program outlived the cleanup: never trust that run
             ok, error = False, f'a process of the program survived the cleanup ({lost}); worker replaced'
         return RunResult(ok=ok, value=value if ok else None, error=error,
                          stdout=truncate_output(bytes(bufs[0][-cap:]), totals[0], sb.max_output_chars),
                          stderr=truncate_output(bytes(bufs[1][-cap:]), totals[1], sb.max_output_chars),
-                         elapsed_s=elapsed, timed_out=timed_out)
+                         elapsed_s=elapsed, timed_out=timed_out, cpu_s=cpu)
 
     def kill(self) -> None:
         "Kill the zygote and everything it started (process group, pid namespace, cgroups); free its uid."
@@ -551,9 +585,9 @@ class _Worker:
 
 # %% ../nbs/03_sandbox.ipynb #2c00faab
 def _check_budget(
-    budget_s: Any, # wall-clock seconds, as the caller gave them
+    budget_s: Any, # seconds, as the caller gave them
 ) -> float:
-    "A wall-clock budget in seconds: a finite number > 0."
+    "A budget in seconds: a finite number > 0."
     if isinstance(budget_s, bool) or not isinstance(budget_s, numbers.Real):
         raise TypeError(f'budget_s must be a number of seconds, got {type(budget_s).__name__}')
     if not math.isfinite(budget_s) or budget_s <= 0: raise ValueError(f'budget_s must be finite and > 0, got {budget_s}')
@@ -579,7 +613,7 @@ class Sandbox:
     "Run untrusted programs in warm, isolated, forked workers; results come back as plain data."
     def __init__(self,
                  workers: int = 2,                   # zygotes kept warm, i.e. programs run at once
-                 budget_s: float = 10.0,             # default wall-clock budget of one program, seconds
+                 budget_s: float = 10.0,             # default budget of one program, seconds on budget_clock
                  memory_mb: int = 2048,              # memory a program may add to what the zygote had mapped, MB
                  cpus: int = 1,                      # CPUs per worker: BLAS/OpenMP threads and the cgroup's CPU quota
                  max_output_chars: int = 20_000,     # characters of stdout and of stderr kept (the tail)
@@ -589,13 +623,16 @@ class Sandbox:
                  max_procs: int = 128,               # processes and threads a program may have at once
                  tmp_mb: int = 256,                  # size of a program's /tmp and of its /dev/shm, MB (and its largest file)
                  preload: tuple = DEFAULT_PRELOAD,   # modules the zygote imports once, before any program
-                 prestart: bool = True):             # start the workers now, in the background
+                 prestart: bool = True,              # start the workers now, in the background
+                 budget_clock: str = 'cpu'):         # 'cpu': budget_s counts the CPU seconds of a program's processes (per CPU,
+                                                     # WALL_BACKSTOP budgets of wall-clock time at most); 'wall': wall-clock seconds
         for name, v, lo in (('workers', workers, 1), ('memory_mb', memory_mb, 32), ('cpus', cpus, 1),
                             ('max_output_chars', max_output_chars, 0), ('max_result_bytes', max_result_bytes, 64),
                             ('max_procs', max_procs, 1), ('tmp_mb', tmp_mb, 1)):
             if type(v) is not int: raise TypeError(f'{name} must be an int, got {type(v).__name__}')
             if v < lo: raise ValueError(f'{name} must be >= {lo}, got {v}')
         self.budget_s = _check_budget(budget_s)
+        self.budget_clock = budget_limits(self.budget_s, budget_clock)['clock']   # a ValueError for another clock
         self.workers, self.memory_mb, self.cpus, self.max_output_chars = workers, memory_mb, cpus, max_output_chars
         self.max_result_bytes, self.max_procs, self.tmp_mb, self.preload = max_result_bytes, max_procs, tmp_mb, tuple(preload)
         self.isolation = detect_isolation(isolation)
@@ -656,8 +693,14 @@ class Sandbox:
         L.append(f'rlimits per program: AS=mapped+{self.memory_mb} MB, NPROC={self.max_procs}'
                  + ('' if os.getuid() != 0 or self.program_uids else ' (not enforced for root)')
                  + f', FSIZE={self.tmp_mb} MB, CORE=0, MSGQUEUE=0; BLAS/OpenMP threads={self.cpus}')
-        L.append("clocks: the zygote kills at the budget; the caller checks the budget on its own clock and kills "
-                 'the worker at budget + 1.5 s; a worker is health-checked after every program')
+        if self.budget_clock == 'wall':
+            L.append("clocks: the zygote kills at the budget of wall-clock time; the caller checks the budget on its own "
+                     'clock and kills the worker at budget + 1.5 s; a worker is health-checked after every program')
+        else:
+            L.append(f'clocks: the zygote kills when the CPU time of the program\'s processes reaches the budget (per CPU; '
+                     f'RLIMIT_CPU per process) or at a backstop of {WALL_BACKSTOP:g} budgets of wall-clock time, waits for a '
+                     f'CPU not counted; the caller kills a worker silent for {_Worker.SILENT_S:g} s; a worker is '
+                     'health-checked after every program')
         return L
 
     def _warn_once(self,
