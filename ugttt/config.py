@@ -13,6 +13,7 @@ from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
 from .rundir import CONFIG, RunDirError, check_tree, read_json
+from .sandbox import BUDGET_CLOCKS
 from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
@@ -37,7 +38,8 @@ class TrainConfig:
     group_size: int = 8                 # G, rollouts per parent (App. E: 8)
     seed: int = 0                       # seeds the roots, sampling and dropout; the adapters' init is policy.seed (reproduce sets both)
     prompt_style: str = "chat"          # "chat" (an instruction-tuned model) or "compact" (the embedded model)
-    budget_s: float = 10.0              # wall-clock seconds a program may run in the sandbox
+    budget_s: float = 10.0              # seconds a program may run in the sandbox, on budget_clock
+    budget_clock: str = "cpu"           # what budget_s counts: "cpu" (CPU seconds of its processes; a wall-clock backstop, 03_sandbox) or "wall" (wall-clock seconds)
     sandbox_workers: int = 2            # programs verified at once
     executor: str = "local"             # where programs run: "local" (warm sandbox workers here) or "ray" (a Ray task each; ugttt[ray])
     ray_address: str | None = None      # executor "ray": the cluster to join, as ray.init(address=...); None: the running or a new local one
@@ -72,6 +74,7 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.puct_max_buffer < c.groups_per_epoch:   # the PUCT buffer must hold the epoch's roots (23_puct)
         raise ValueError(f"puct_max_buffer ({c.puct_max_buffer}) must be >= groups_per_epoch ({c.groups_per_epoch})")
     if not c.budget_s > 0: raise ValueError(f"budget_s must be > 0, got {c.budget_s}")
+    if c.budget_clock not in BUDGET_CLOCKS: raise ValueError(f"budget_clock must be 'cpu' or 'wall', got {c.budget_clock!r}")
     if not c.puct_c >= 0: raise ValueError(f"puct_c must be >= 0, got {c.puct_c}")
     if c.executor not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {c.executor!r}")
     if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
@@ -209,7 +212,7 @@ def config_to_dict(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(asdict(cfg)))
 
 def config_from_dict(d: dict) -> TrainConfig:
-    "Rebuild a TrainConfig from config_to_dict's output (every field present), each value read by its field's type."
+    "Rebuild a TrainConfig from config_to_dict's output, each value read by its field's type (a field the dict predates: its default)."
     if not isinstance(d, dict): raise TypeError(f"a config must be a dict of fields, got {type(d).__name__}")
     return from_json(TrainConfig, d)
 
