@@ -12,11 +12,9 @@ __all__ = ['MODES', 'CONFINING', 'IsolationUnavailable', 'UnconfinedWarning', 'i
 
 # %% ../nbs/03_isolation.ipynb #3986b81b
 MODES = {   # mode -> (confines files, what it isolates in words); `auto` tries the confining ones in this order, and only them
-    'bwrap': (True, 'bubblewrap: a new root of read-only system and Python directories only (no checkout, no home, no host '
-                    '/tmp), its own /tmp, /dev/shm, /proc and /dev; mount, pid, net, ipc, uts namespaces; no network'),
-    'mountns': (True, 'namespaces set up by ugttt without bubblewrap: the same read-only root of system and Python directories '
-                      'only, its own /tmp, /dev/shm, /proc and /dev; mount, pid, net, ipc, uts namespaces (and a user '
-                      'namespace when not root); no network'),
+    'bwrap': (True, 'a new root of read-only system and Python directories only (no checkout, no home, no host /tmp), its '
+                    'own /tmp, /dev/shm, /proc and /dev; mount, pid, net, ipc, uts namespaces; no network'),
+    'mountns': (True, "the same as bwrap's, set up by ugttt itself without bubblewrap (and a user namespace when not root)"),
     'netns': (False, 'network, pid and ipc namespaces only: files NOT confined (a program may change or delete anything '
                      'the caller may)'),
     'limits': (False, 'resource limits only: files NOT confined, network NOT isolated, host processes visible'),
@@ -81,8 +79,8 @@ def _bwrap_prefix(
 # %% ../nbs/03_isolation.ipynb #fdfbc3cd
 _NEWNS, _NEWUTS, _NEWIPC, _NEWUSER, _NEWPID, _NEWNET = 0x20000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 1 << 14, 1 << 18
-_MNT_DETACH, _SYS_PIVOT_ROOT = 2, 155   # umount2 flag; pivot_root's number on x86-64 (aarch64: 41)
-if platform.machine() == 'aarch64': _SYS_PIVOT_ROOT = 41
+_MNT_DETACH = 2                         # umount2: detach now, unmount when no longer busy
+_SYS_PIVOT_ROOT = {'x86_64': 155, 'aarch64': 41, 'riscv64': 41, 'ppc64le': 203, 's390x': 217}   # libc has no wrapper
 
 def _libc_call(
     what: str, # what was attempted, for the message
@@ -145,7 +143,8 @@ def _new_root(
     os.mkdir(R + '/proc')
     mount('proc', R + '/proc', 'proc', _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None, 'mount /proc')   # this pid namespace's
     os.chdir(R)
-    _libc_call('pivot_root', libc.syscall(_SYS_PIVOT_ROOT, b'.', b'.'))   # the old root now lies on top of the new one...
+    nr = _SYS_PIVOT_ROOT.get(platform.machine(), -1)            # another architecture: ENOSYS, the probe fails
+    _libc_call('pivot_root', libc.syscall(nr, b'.', b'.'))      # the old root now lies on top of the new one...
     _libc_call('detach the old root', libc.umount2(b'.', _MNT_DETACH))    # ...and is gone
     os.chdir('/')
     for mp, _ in _mountinfo():                                  # all read-only and nosuid but /tmp and /dev/shm
@@ -163,6 +162,7 @@ def _launch(
 ) -> None:
     "Enter new namespaces (user, unless root; mount, pid, net, ipc, uts), set up the file system, exec `argv`; never returns."
     libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
     prctl = lambda *a: _libc_call(f'prctl({a[0]})', libc.prctl(*(ctypes.c_ulong(x) for x in a)))
     try:
         prctl(1, signal.SIGKILL, 0, 0, 0)                          # PR_SET_PDEATHSIG: die with the sandbox's spawner thread
@@ -259,7 +259,7 @@ def probe(
                     ok, why = p.returncode == 0, f'exit {p.returncode}: ' + p.stderr.decode(errors='replace').strip()[-300:]
                 except (OSError, subprocess.TimeoutExpired) as e: ok, why = False, repr(e)
                 if ok: break
-        finally: os.rmdir(hidden)
+        finally: shutil.rmtree(hidden, ignore_errors=True)
         if not ok and os.getuid() != 0 and _userns_facts(): why += '; ' + '; '.join(_userns_facts())
     _PROBES[mode] = ok
     if not ok: _PROBE_ERRORS[mode] = why

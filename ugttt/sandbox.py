@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 import numpy as np
 from .sandbox_worker import _recv_msg, _send_msg, seccomp_filter, to_plain   # to_plain: the child's half, re-exported
-from .isolation import (CONFINING, MODES, IsolationUnavailable, UnconfinedWarning, _python_dirs,   # the isolation modes
-                             detect_isolation, isolation_command)
+from .isolation import CONFINING, MODES, IsolationUnavailable, UnconfinedWarning, _python_dirs, detect_isolation, isolation_command
 
 # %% auto #0
 __all__ = ['MAX_RESULT_VALUES', 'MAX_RESULT_DEPTH', 'MAX_RESULT_STRING_BYTES', 'DEFAULT_PRELOAD', 'RunResult', 'decode_result',
