@@ -8,6 +8,7 @@ import dataclasses, functools, json, math, types, typing
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
 from .checks import check_int, is_int
+from .isolation import MODES as ISOLATION_MODES
 from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
@@ -42,6 +43,7 @@ class TrainConfig:
     budget_clock: str = "cpu"           # what budget_s counts: "cpu" (CPU seconds of its processes; a wall-clock backstop, 03_sandbox) or "wall" (wall-clock seconds)
     sandbox_workers: int = 2            # programs verified at once
     executor: str = "local"             # where programs run: "local" (warm sandbox workers here) or "ray" (a Ray task each; ugttt[ray])
+    sandbox_isolation: str = "auto"     # the sandbox's isolation (03_isolation): "auto" (bwrap or mountns, else refuse to run), or a mode by name; "netns" and "limits" do not confine files
     ray_address: str | None = None      # executor "ray": the cluster to join, as ray.init(address=...); None: the running or a new local one
     report_to: tuple[str, ...] = ()     # experiment trackers fed from the run's metrics: tensorboard, trackio, wandb; () or "none": none
     decode_groups: int = 1              # groups sampled in one batched decode (paper scale: 1, a group's KV cache fills a GPU)
@@ -77,6 +79,8 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.budget_clock not in BUDGET_CLOCKS: raise ValueError(f"budget_clock must be 'cpu' or 'wall', got {c.budget_clock!r}")
     if not c.puct_c >= 0: raise ValueError(f"puct_c must be >= 0, got {c.puct_c}")
     if c.executor not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {c.executor!r}")
+    if c.sandbox_isolation not in ("auto", *ISOLATION_MODES):
+        raise ValueError(f"sandbox_isolation must be one of auto, {', '.join(ISOLATION_MODES)}, got {c.sandbox_isolation!r}")
     if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
         raise ValueError(f"ray_address must be None or a non-empty str, got {c.ray_address!r}")
     if c.ray_address is not None and c.executor != "ray": raise ValueError("ray_address is set but executor is not 'ray'")
@@ -217,7 +221,7 @@ def config_from_dict(d: dict) -> TrainConfig:
     return from_json(TrainConfig, d)
 
 # %% ../nbs/26_config.ipynb #114f0a2e
-OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "ray_address", "report_to")   # how a run executes, not what it computes
+OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "sandbox_isolation", "ray_address", "report_to")   # how a run executes, not what it computes
 
 def config_diff(
     old,             # a TrainConfig or its dict (config_to_dict; a config.json), e.g. the one on disk

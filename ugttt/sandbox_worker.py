@@ -338,7 +338,7 @@ def _sweep(
 
 # %% ../nbs/02_sandbox_worker.ipynb #da3f6218
 def _wipe(
-    dirs: list,      # directories whose contents must go (the work root; /tmp and /dev/shm inside bwrap)
+    dirs: list,      # directories whose contents must go (the work root; /tmp and /dev/shm in a confining mode)
     keep: list = (), # read-only binds inside `dirs` (an interpreter or venv under /tmp): kept with their ancestors
 ) -> bool:
     "Remove everything under `dirs` but `keep`, fixing permissions the program took away; True when clean, never raises."

@@ -175,14 +175,15 @@ def train(
     check_run_dir(cfg, out, resume)
     check_extras(cfg)                                      # a missing optional extra stops the run before any compute
     check_device(cfg)                                      # and so does a device this machine lacks
-    state = start_run(cfg, out, resume, progress)
     own_sandbox = sandbox is None
-    if own_sandbox:
+    if own_sandbox:                                        # before the run directory: a machine that cannot confine programs leaves nothing
         from ugttt.sandbox_ray import make_executor
         sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address,
-                                budget_clock=cfg.budget_clock)
-    state.sandbox, tracker, epochs = sandbox, None, []
+                                budget_clock=cfg.budget_clock, isolation=cfg.sandbox_isolation)
+    tracker, epochs = None, []
     try:
+        state = start_run(cfg, out, resume, progress)
+        state.sandbox = sandbox
         tracker = open_tracker(cfg.report_to, out, run_name(out), config_to_dict(cfg))   # unique: two tasks' ugttt-s0 stay apart
         for epoch in _bar(range(state.start, cfg.epochs), progress, "epochs", initial=state.start, total=cfg.epochs):
             rec = run_epoch(state, epoch)
