@@ -22,13 +22,13 @@ $(BIN)/.installed: settings.ini setup.py requirements.txt
 
 install: $(BIN)/.installed system-deps
 
-# The sandbox uses bubblewrap for isolation (ugttt.sandbox); install it where we may, else the sandbox falls back and warns.
+# The sandbox uses bubblewrap for isolation (ugttt.isolation); install it where we may, else it uses its own namespaces (mountns).
 system-deps:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null) \
-	      || echo "warning: could not install bubblewrap; the sandbox will use its fallback isolation"; \
-	  else echo "warning: bubblewrap (bwrap) not found and cannot be installed here; the sandbox will use its fallback isolation"; fi; \
+	      || echo "warning: could not install bubblewrap; the sandbox will set up its namespaces itself (ugttt doctor)"; \
+	  else echo "warning: bubblewrap (bwrap) not found and cannot be installed here; the sandbox will set up its namespaces itself (ugttt doctor)"; fi; \
 	fi
 
 # Notebooks are the source: exporting and cleaning must change nothing, README.md is generated from nbs/00_index,

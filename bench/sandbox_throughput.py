@@ -2,6 +2,7 @@
 
     python bench/sandbox_throughput.py                 # defaults: 200 programs, 2 workers, 12 fresh interpreters
     python bench/sandbox_throughput.py --n 500 --workers 2 --json bench/out/sandbox.json
+    python bench/sandbox_throughput.py --isolation mountns   # the same without bubblewrap (ugttt.isolation)
 
 Per-program overhead is the wall time of a program that does nothing (`def run(): return 1`), measured one at a time
 from the caller: waiting for the worker to be idle, dispatch, the program, result, report. As root that includes, per
@@ -60,11 +61,12 @@ def main() -> dict:
     ap.add_argument('--workers', type=int, default=2)
     ap.add_argument('--baseline-n', type=int, default=12, help='fresh interpreters per baseline')
     ap.add_argument('--json', type=Path, default=None, help='also write the figures here')
+    ap.add_argument('--isolation', default='auto', help="the sandbox's isolation mode: auto, bwrap, mountns (netns, limits: unconfined)")
     a = ap.parse_args()
     med = lambda xs: statistics.median(xs)
     res = {'cpus': os.cpu_count(), 'load_avg_before': os.getloadavg()[0], 'n': a.n, 'workers': a.workers}
     t = time.perf_counter()
-    with Sandbox(workers=a.workers, budget_s=10.0) as sb:
+    with Sandbox(workers=a.workers, budget_s=10.0, isolation=a.isolation) as sb:
         sb.map([(TRIVIAL, 'run')] * a.workers)                     # warm: every worker started and used once
         res['isolation'], res['layers'], res['missing'] = sb.isolation, sb.layers, sb.missing
         res['worker_start_s'] = time.perf_counter() - t

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+import ugttt.isolation as I
 import ugttt.sandbox as S
 from ugttt.sandbox import RunResult, Sandbox, default_sandbox
 
@@ -127,7 +128,7 @@ def test_multiprocessing_inside_works_and_is_swept(sb):
            'def run():\n    ex = ProcessPoolExecutor(2)\n    out = list(ex.map(sq, range(6)))\n    return out  # pool left open on purpose')
     r = sb.run(src, 'run')
     assert r.ok and r.value == [0, 1, 4, 9, 16, 25], r
-    if sb.isolation != 'bwrap': return                             # the checks below need the sandbox's own /proc and /dev/shm
+    if not sb.confined: return                                     # the checks below need the sandbox's own /proc and /dev/shm
     after = sb.run("import os\ndef run(): return [len([p for p in os.listdir('/proc') if p.isdigit()]), os.listdir('/dev/shm')]", 'run')
     assert after.value[0] <= 4 and after.value[1] == [], after.value
 
@@ -157,20 +158,24 @@ def test_bad_construction_is_refused_clearly(sb):
     with pytest.raises(RuntimeError, match='closed'): closed.run('def run(): pass', 'run')
 
 
-def test_fallback_warns_once(monkeypatch):
-    monkeypatch.setitem(S._PROBES, 'bwrap', False)                  # as if bubblewrap were missing
-    monkeypatch.setattr(S, '_WARNED', set())
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter('always')
-        first, second = S.detect_isolation('auto'), S.detect_isolation('auto')
-    assert first == second and first in ('netns', 'limits')
-    assert len([x for x in w if 'bubblewrap' in str(x.message)]) == 1
-    with pytest.raises(RuntimeError, match="isolation 'bwrap' is not available"): S.detect_isolation('bwrap')
+def test_auto_never_falls_back_to_an_unconfined_mode(monkeypatch):
+    "Without bubblewrap auto takes mountns, without either it refuses; an unconfined mode runs only by name, warning every time."
+    monkeypatch.setitem(I._PROBES, 'bwrap', False)                  # as if bubblewrap were missing
+    monkeypatch.setitem(I._PROBE_ERRORS, 'bwrap', 'not installed')
+    if I.probe('mountns'): assert S.detect_isolation('auto') == 'mountns'
+    monkeypatch.setitem(I._PROBES, 'mountns', False)
+    with pytest.raises(I.IsolationUnavailable, match='no isolation mode that confines files works'): S.detect_isolation('auto')
+    with pytest.raises(RuntimeError, match="isolation 'bwrap' does not work here: not installed"): S.detect_isolation('bwrap')
+    if not I.probe('netns'): pytest.skip(I._PROBE_ERRORS['netns'])
+    with warnings.catch_warnings(record=True) as w:                 # said at every start, not once per call site
+        for _ in range(2): Sandbox(workers=1, prestart=False, isolation='netns').close()
+    said = [str(x.message) for x in w if issubclass(x.category, I.UnconfinedWarning)]
+    assert len(said) == 2 and "isolation='netns' does not confine files" in said[0], said
 
 
 def test_a_missing_layer_is_said_once_and_listed(monkeypatch):
     "Without a seccomp filter (another architecture): one warning for the process, and every Sandbox lists the gap."
-    if S.detect_isolation() != 'bwrap': pytest.skip('the fallbacks warn through detect_isolation instead')
+    if S.detect_isolation() not in I.CONFINING: pytest.skip('an unconfined sandbox warns at every start instead')
     monkeypatch.setattr(S, 'seccomp_filter', lambda deny_ipc=False: None)
     monkeypatch.setattr(S, '_WARNED', set())
     with warnings.catch_warnings(record=True) as w:
@@ -184,7 +189,7 @@ def test_a_missing_layer_is_said_once_and_listed(monkeypatch):
 
 
 @pytest.mark.parametrize('mode', ['netns', 'limits'])
-def test_fallback_modes_still_contain_the_program(mode):
+def test_unconfined_modes_still_contain_the_programs_processes(mode):
     groups = lambda: {d for b in S._cgroup_bases().values() for d in b.glob(f'w{os.getpid()}-*')}
     before = groups()
     try: s = Sandbox(workers=1, budget_s=1.0, memory_mb=256, isolation=mode)
@@ -196,7 +201,9 @@ def test_fallback_modes_still_contain_the_program(mode):
         pids = s.worker_pids()
         if s.processes_capped:
             r = s.run('import os\ndef run():\n    while True:\n        try: os.fork()\n        except OSError: pass', 'run')
-            assert r.timed_out and r.elapsed_s < 3.0
+            # the zygote stops it at its CPU budget; under `nice -n 19` the zygote has the priority of the 128
+            # busy processes it counts and looks late, but well before the caller's limit for a silent zygote
+            assert r.error == 'timeout: exceeded 1 s CPU budget' and r.elapsed_s < S._Worker.SILENT_S, r
         if mode == 'netns':
             r = s.run("import socket\ndef run(): socket.create_connection(('1.1.1.1', 80), timeout=5)", 'run')
             assert not r.ok and 'Errno 101' in r.error and r.elapsed_s < 1.0, r
@@ -220,15 +227,27 @@ def test_default_sandbox_is_shared_and_closed_at_exit():
     assert pids and not any(_alive(p) for p in pids)
 
 
-@pytest.mark.parametrize('mode', ['auto', 'limits'])
+def _tree(pids: list) -> list:
+    "`pids` and all their descendants now."
+    out, todo = [], list(pids)
+    while todo:
+        p = todo.pop(); out.append(p)
+        for t in (os.listdir(f'/proc/{p}/task') if os.path.isdir(f'/proc/{p}/task') else []):
+            todo += [int(k) for k in _read(f'/proc/{p}/task/{t}/children').split()]
+    return out
+
+
+@pytest.mark.parametrize('mode', ['auto', 'mountns', 'limits'])
 def test_killing_the_caller_kills_its_sandbox(mode):
-    "--die-with-parent: a caller that dies by SIGKILL (no clean-up code runs) takes its workers and programs along."
+    "--die-with-parent (the mountns launcher's PDEATHSIG): a caller that dies by SIGKILL takes its workers and programs along."
     code = (f'import sys, time\nfrom ugttt.sandbox import Sandbox\ns = Sandbox(workers=1, isolation={mode!r}).warm()\n'
             'print(s.worker_pids(), flush=True)\ns.run("def run():\\n    while True: pass", "run", budget_s=100)')
     p = subprocess.Popen([PY, '-c', code], stdout=subprocess.PIPE, text=True,
                          env={**os.environ, 'PYTHONPATH': str(ROOT)})
     pids = json.loads(p.stdout.readline())
     time.sleep(0.5)
+    pids = _tree(pids)                                              # the isolation's processes, the zygote, the program
+    assert len(pids) >= 2, pids
     p.kill(); p.wait()
     deadline = time.monotonic() + 5
     while any(_alive(q) for q in pids) and time.monotonic() < deadline: time.sleep(0.05)
@@ -244,7 +263,7 @@ def test_killing_the_caller_kills_its_sandbox(mode):
         Sandbox(workers=1, prestart=False).close()
         for base in S._cgroup_bases().values(): S._WorkerCgroups.remove_stale(base)
         assert not [d for b in S._cgroup_bases().values() for d in b.glob(f'w{p.pid}-*')]
-    Sandbox(workers=1, prestart=False, isolation='limits').close()     # a fallback sandbox removes dead callers' dirs
+    Sandbox(workers=1, prestart=False, isolation='limits').close()     # an unconfined sandbox removes dead callers' dirs
     assert not list(Path(tempfile.gettempdir()).glob(f'ugttt-sandbox-{p.pid}-*'))
 
 

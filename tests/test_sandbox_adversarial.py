@@ -1,13 +1,14 @@
-"""Hostile programs against ugttt.sandbox: each must end in a failed RunResult with a clear reason, within its budget
-plus 2 s, while the caller keeps running; afterwards no process of the sandbox is left and no file outside the
+"""Hostile programs against ugttt.sandbox: each must end in a failed RunResult with a clear reason, within the
+wall-clock time its budget allows (the CPU clock's backstop, WALL_BACKSTOP budgets) plus 2 s, while the caller keeps running; afterwards no process of the sandbox is left and no file outside the
 sandbox changed. Cases about *scoring* (NaN, wrong types, forged values) check here that only plain data crosses
 back; the score-level verdicts live in the tasks tests."""
-import json, math, os, re, resource, signal, socket, stat, subprocess, sys, tempfile, time, uuid
+import json, math, os, re, resource, signal, socket, stat, subprocess, sys, tempfile, threading, time, uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import ugttt.isolation as I
 import ugttt.sandbox as S
 from ugttt.sandbox import Sandbox
 
@@ -22,8 +23,13 @@ MAX_RESULT = 2**20
 
 # (name, source, expected error (regex, matched from the start), budget)
 CASES = [
-    ('infinite_loop', 'def run():\n    while True: pass', r'timeout: exceeded 1 s budget$', BUDGET),
-    ('sleep_past_budget', 'import time\ndef run():\n    time.sleep(1000)', r'timeout', BUDGET),
+    ('infinite_loop', 'def run():\n    while True: pass', r'timeout: exceeded 1 s CPU budget$', BUDGET),
+    ('sleep_past_budget', 'import time\ndef run():\n    time.sleep(1000)', r'timeout: still running after 3 s, its wall-clock backstop', BUDGET),
+    # CPU time hidden in children that a parent ignoring SIGCHLD never reaps (the kernel reaps them, their time uncounted):
+    # the backstop still ends it
+    ('cpu_hidden_in_unreaped_children', 'import os, signal, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\ndef run():\n'
+     '    while True:\n        if os.fork() == 0:\n            t = time.process_time()\n            while time.process_time() - t < 0.2: pass\n'
+     '            os._exit(0)\n        time.sleep(0.25)', r'timeout', BUDGET),
     ('catch_sigterm_sigalrm', 'import signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM, signal.SIGHUP):\n'
      '    signal.signal(s, lambda *a: None)\nsignal.setitimer(signal.ITIMER_REAL, 0.1, 0.1)\n'
      'def run():\n    while True: pass', r'timeout', BUDGET),
@@ -95,9 +101,10 @@ CASES = [
 ]
 
 
-# What a case relies on beyond limits: 'fs' (bwrap's mount namespace), 'net' (a network namespace), 'pidns', 'unpriv'
-# (the program is not root), 'nproc' (a process cap). In a fallback the cases it cannot contain are skipped, never
-# run: `kill(-1)` by root without a pid namespace would take the whole machine down.
+# What a case relies on beyond limits: 'fs' (a confining mode's mount namespace), 'net' (a network namespace), 'pidns',
+# 'unpriv' (the program is not root), 'nproc' (a process cap). The suite runs in every confining mode this machine has
+# (bwrap and mountns); a sandbox lacking a layer skips the cases that need it, never runs them: `kill(-1)` by root
+# without a pid namespace would take the whole machine down.
 NEEDS = {'fork_bomb': {'nproc'}, 'fork_bomb_children_loop': {'nproc'},
          'setuid_root': {'unpriv'}, 'read_zygote_memory': {'unpriv'}, 'fill_tmp': {'fs'},
          **{c[0]: {'fs'} for c in CASES if c[0].startswith(('write_', 'read_'))},
@@ -107,7 +114,7 @@ NEEDS = {'fork_bomb': {'nproc'}, 'fork_bomb_children_loop': {'nproc'},
 def _has(sb) -> set:
     "The containment layers this sandbox really has."
     iso = sb.isolation
-    return ({'fs'} if iso == 'bwrap' else set()) | ({'net', 'pidns'} if iso in ('bwrap', 'netns') else set()) | \
+    return ({'fs'} if iso in I.CONFINING else set()) | ({'net', 'pidns'} if iso != 'limits' else set()) | \
            ({'unpriv'} if sb.program_uids or os.getuid() != 0 else set()) | ({'nproc'} if sb.processes_capped else set())
 
 
@@ -123,7 +130,7 @@ def _cgroup_members(tag: str, ignore: frozenset = frozenset()) -> list:
 
 
 def _sandbox_children() -> set:
-    "(pid, args) of our direct children that are a sandbox's bwrap or zygote."
+    "(pid, args) of our direct children that are a sandbox's bwrap, launcher or zygote."
     out = subprocess.run(['ps', '-o', 'pid=,args=', '--ppid', str(os.getpid())], capture_output=True, text=True).stdout
     return {tuple(l.strip().split(None, 1)) for l in out.splitlines() if '--ugttt-zygote' in l or 'bwrap' in l}
 
@@ -169,12 +176,15 @@ def _snapshot() -> dict:
     return out
 
 
-@pytest.fixture(scope='module')
-def sb():
+@pytest.fixture(scope='module', params=I.CONFINING)
+def sb(request):
+    "A sandbox in each confining mode this machine has (the suite runs once per mode)."
+    if not I.probe(request.param): pytest.skip(f'isolation {request.param!r} does not work here: {I._PROBE_ERRORS.get(request.param)}')
     t_start, before = time.time(), _snapshot()
     others = _live_cgroups(f'/w{os.getpid()}-')   # sandboxes that earlier tests of this process left open are not ours
     other_kids = _sandbox_children()
-    s = Sandbox(workers=2, budget_s=BUDGET, memory_mb=256, max_output_chars=MAX_OUT, max_result_bytes=MAX_RESULT, tmp_mb=64)
+    s = Sandbox(workers=2, budget_s=BUDGET, memory_mb=256, max_output_chars=MAX_OUT, max_result_bytes=MAX_RESULT, tmp_mb=64,
+                isolation=request.param)
     s.warm()
     yield s
     s.close()
@@ -199,7 +209,8 @@ def test_hostile_program_fails_cleanly(sb, name, source, expected, budget):
     wall = time.monotonic() - t
     assert r.ok is False and r.value is None, r
     assert re.match(expected, r.error or ''), f'{name}: {r.error!r}'
-    assert r.elapsed_s <= budget + 2.0 and wall <= budget + 2.0, (r.elapsed_s, wall)
+    most = S.WALL_BACKSTOP * budget + 2.0                         # the CPU clock's backstop: a program that sleeps or waits
+    assert r.elapsed_s <= most and wall <= most, (r.elapsed_s, wall)
     assert r.timed_out == r.error.startswith('timeout'), r
     assert len(r.stdout) <= MAX_OUT + 200 and len(r.stderr) <= MAX_OUT + 200
     # the caller and the sandbox keep working: a normal program right after succeeds
@@ -212,7 +223,7 @@ def test_there_are_at_least_25_hostile_programs():
 
 def test_fork_bomb_hit_the_process_cap(sb):
     "The fork bomb is stopped by the pids cgroup (root) or RLIMIT_NPROC: forks fail, the machine does not notice."
-    if not sb.processes_capped: pytest.skip('root without bwrap or a pids cgroup: no process cap')
+    if not sb.processes_capped: pytest.skip('root unconfined without a pids cgroup: no process cap')
     src = ('import os\ndef run():\n    n = fails = 0\n    while n + fails < 100000:\n        try:\n            if os.fork() == 0:\n'
            '                import time; time.sleep(100)\n            n += 1\n        except OSError: fails += 1; break\n    return [n, fails]')
     r = sb.run(src, 'run', budget_s=20.0)
@@ -229,7 +240,7 @@ def test_huge_stdout_keeps_the_tail(sb):
 
 
 def test_loopback_connection_fails_fast_and_reaches_no_host_listener(sb):
-    if sb.isolation == 'limits': pytest.skip('no network namespace without bwrap/unshare')
+    if sb.isolation == 'limits': pytest.skip('no network namespace in the limits mode')
     srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1); srv.settimeout(0.5)
     port = srv.getsockname()[1]
     r = sb.run(f"import socket\ndef run(): socket.create_connection(('127.0.0.1', {port}), timeout=5)", 'run')
@@ -239,9 +250,9 @@ def test_loopback_connection_fails_fast_and_reaches_no_host_listener(sb):
 
 
 def test_no_host_process_is_visible(sb):
-    if sb.isolation == 'limits': pytest.skip('no pid namespace without bwrap/unshare')
+    if sb.isolation == 'limits': pytest.skip('no pid namespace in the limits mode')
     r = sb.run("import os\ndef run(): return sorted(int(p) for p in os.listdir('/proc') if p.isdigit())", 'run')
-    assert r.ok and len(r.value) <= 4, r.value                  # bwrap's init, the zygote, the program (+ its spare)
+    assert r.ok and len(r.value) <= 4, r.value                  # bwrap's init (not in mountns), the zygote, the program (+ its spare)
 
 
 def test_monkeypatching_numpy_changes_nothing_outside(sb):
@@ -262,7 +273,7 @@ BOUND_UNDER_TMP = {Path(p).parts[2] for p in S._python_dirs() if p.startswith('/
 
 def test_nothing_persists_between_programs(sb):
     "Files in /tmp, /dev/shm, the work dir, and module state do not reach the next program."
-    if sb.isolation != 'bwrap': pytest.skip('without bwrap /tmp is the host\'s')
+    if not sb.confined: pytest.skip('in an unconfined mode /tmp is the host\'s')
     w = sb.run("import os, sys\ndef run():\n    for p in ['/tmp/persist', 'persist']: open(p, 'w').write('x')\n"
                "    for p in ['/persist', '/work/persist', '/dev/persist']:\n        try: open(p, 'w').write('x')\n        except OSError: pass\n"
                "    try: open('/dev/shm/persist', 'w').write('x')\n    except OSError: pass\n"
@@ -319,7 +330,7 @@ def _valid_everywhere(sb, src: str = VALID, expect=(1, 2.5), budget: float = 5.0
 
 def _needs(sb, *layers):
     "Skip, saying why, when this machine lacks a layer the test relies on."
-    if 'uid' in layers and not sb.program_uids: pytest.skip('programs share their zygote\'s uid here (needs root and bwrap)')
+    if 'uid' in layers and not sb.program_uids: pytest.skip('programs share their zygote\'s uid here (needs root and a confining mode)')
     if 'seccomp' in layers and sb._seccomp is None: pytest.skip('no seccomp filter on this architecture')
     if 'cpu' in layers and 'cpu' not in sb._cg_bases: pytest.skip('no writable cpu cgroup here')
 
@@ -354,8 +365,8 @@ def test_a_program_cannot_limit_its_zygote(sb):
     _needs(sb, 'uid')
     r = sb.run(LIMIT_THE_ZYGOTE, 'run')
     assert r.ok and r.value == [False, False, False], r
-    inf = resource.RLIM_INFINITY
-    _valid_everywhere(sb, LIMITS_SEEN, ([inf, inf], True))
+    cpu = S.budget_limits(60.0)['cpu_limit_s']                   # a later program's CPU limit is its own budget's: 61 s
+    _valid_everywhere(sb, LIMITS_SEEN, ([cpu, cpu], True), budget=60.0)
 
 
 def test_a_zygote_limited_anyway_is_replaced_before_the_next_program():
@@ -367,13 +378,13 @@ def test_a_zygote_limited_anyway_is_replaced_before_the_next_program():
         assert r.ok and r.value == [True, True, True], r               # root: allowed, so it happened
         r = s.run('import os\ndef run():\n    os.setpriority(os.PRIO_PROCESS, os.getppid(), 5)\n    return 1', 'run')
         assert r.ok, r
-        inf = resource.RLIM_INFINITY
-        _valid_everywhere(s, LIMITS_SEEN, ([inf, inf], True))
+        cpu = S.budget_limits(60.0)['cpu_limit_s']               # its own budget's 61 s, not the zygote's 50
+        _valid_everywhere(s, LIMITS_SEEN, ([cpu, cpu], True), budget=60.0)
         assert s.worker_pids() != before                               # replaced, transparently
 
 
 def _zygote_of(sb) -> int:
-    "Host pid of the (single) worker's zygote: the interpreter whose parent is bwrap (or the sh/bwrap chain's end)."
+    "Host pid of the (single) worker's zygote: the interpreter whose parent is not a zygote (bwrap's init, or the mountns launcher)."
     pids, todo = [], list(sb.worker_pids())
     while todo:
         p = todo.pop(); pids.append(p)
@@ -386,7 +397,8 @@ def _zygote_of(sb) -> int:
             parent = int(Path(f'/proc/{p}/stat').read_text().rsplit(')', 1)[1].split()[1])
             pargv = Path(f'/proc/{parent}/cmdline').read_bytes().split(b'\0')
         except (OSError, ValueError, IndexError): continue
-        if b'--ugttt-zygote' in argv and argv[0].endswith((b'python', b'python3')) and not pargv[0].endswith((b'python', b'python3')):
+        if (b'--ugttt-zygote' in argv and b'--ugttt-launch' not in argv and os.path.basename(argv[0]) != b'bwrap'
+                and pargv != argv):                              # bwrap's own argv ends in the zygote's; a spare has its argv
             return p
     raise AssertionError('no zygote found')
 
@@ -397,31 +409,45 @@ def test_a_stopped_zygote_cannot_stretch_a_programs_time(sb):
                '    except PermissionError: pass\n    if os.fork() == 0:\n        time.sleep(1.4)\n'
                '        try: os.kill(z, signal.SIGCONT)\n        except OSError: pass\n        os._exit(0)\n'
                '    t = time.monotonic()\n    while time.monotonic() - t < 1.3: pass\n    return 1', 'run', budget_s=1.0)
-    assert not r.ok and r.timed_out and r.error.startswith('timeout: exceeded 1 s budget'), r
+    assert not r.ok and r.timed_out and r.error.startswith('timeout: exceeded 1 s CPU budget'), r
     _valid_everywhere(sb)
-    # and when the zygote really is stopped (here by the test, as root): the caller's own clock decides
+    # and when the zygote really is stopped for a while (here by the test, as root): on the wall clock the caller's own
+    # clock decides, on the CPU clock the zygote's count of the program's CPU time, read when it goes on
     if os.getuid() != 0: return
-    with Sandbox(workers=1, budget_s=1.0, memory_mb=256) as s:
+    for clock in ('wall', 'cpu'):
+        with Sandbox(workers=1, budget_s=1.0, memory_mb=256, isolation=sb.isolation, budget_clock=clock) as s:
+            s.warm()
+            z = _zygote_of(s)
+            stopper = subprocess.Popen([sys.executable, '-c', f'import os, time, signal\ntime.sleep(0.2)\nos.kill({z}, signal.SIGSTOP)\n'
+                                        f'time.sleep(1.6)\nos.kill({z}, signal.SIGCONT)'])
+            r = s.run('import time\ndef run():\n    t = time.monotonic()\n    while time.monotonic() - t < 1.4: pass\n    return 1', 'run')
+            stopper.wait()
+            assert not r.ok and r.timed_out and r.elapsed_s > 1.0, (clock, r)
+            _valid_everywhere(s)
+    # a zygote stopped for good: on the CPU clock the caller kills a worker that has stopped keeping time
+    with Sandbox(workers=1, budget_s=2.0, memory_mb=256, isolation=sb.isolation) as s:
         s.warm()
-        z = _zygote_of(s)
-        stopper = subprocess.Popen([sys.executable, '-c', f'import os, time, signal\ntime.sleep(0.2)\nos.kill({z}, signal.SIGSTOP)\n'
-                                    f'time.sleep(1.6)\nos.kill({z}, signal.SIGCONT)'])
-        r = s.run('import time\ndef run():\n    t = time.monotonic()\n    while time.monotonic() - t < 1.4: pass\n    return 1', 'run')
-        stopper.wait()
-        assert not r.ok and r.timed_out and r.elapsed_s > 1.0, r
+        z, silent = _zygote_of(s), S._Worker.SILENT_S
+        stopper = threading.Timer(0.3, os.kill, (z, signal.SIGSTOP))   # a thread here: no interpreter to start, on time
+        try:
+            S._Worker.SILENT_S = 2.0
+            stopper.start()
+            r = s.run('def run():\n    while True: pass', 'run')
+        finally: S._Worker.SILENT_S = silent; stopper.join()
+        assert r.timed_out and r.error == 'timeout: the sandbox worker stopped keeping time (killed)' and r.elapsed_s < 5.0, r
         _valid_everywhere(s)
 
 
 def test_affinity_and_priority_of_the_zygote_are_out_of_reach(sb):
-    "Finding 3: sched_setaffinity and setpriority on the zygote fail; later programs keep every CPU and priority 0."
+    "Finding 3: sched_setaffinity and setpriority on the zygote fail; later programs keep every CPU, the zygote its priority."
     _needs(sb, 'uid')
     r = sb.run('import os\ndef run():\n    out = []\n    for f in (lambda: os.sched_setaffinity(os.getppid(), {0}),\n'
                '              lambda: os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)):\n'
                '        try: f(); out.append(True)\n        except OSError: out.append(False)\n    return out', 'run')
     assert r.ok and r.value == [False, False], r
-    cpus = sorted(os.sched_getaffinity(0))
-    _valid_everywhere(sb, 'import os\ndef run(): return [sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0)]',
-                      (cpus, 0))
+    cpus, nice = sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, 0)   # the zygote has ours; a program nice 19
+    _valid_everywhere(sb, 'import os\ndef run(): return [sorted(os.sched_getaffinity(0)), os.getpriority(os.PRIO_PROCESS, os.getppid()),\n'
+                      '                   os.getpriority(os.PRIO_PROCESS, 0)]', (cpus, nice, 19))
 
 
 IPC_LEAVE = '''import ctypes, os

@@ -8,11 +8,13 @@ import dataclasses, functools, json, math, types, typing
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
 from .checks import check_int, clip, is_int, quote
+from .isolation import MODES as ISOLATION_MODES
 from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
 from .rundir import CONFIG, CONFIG_MAX_BYTES, RunDirError, check_tree, read_json, read_regular
+from .sandbox import BUDGET_CLOCKS
 from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
@@ -38,9 +40,11 @@ class TrainConfig:
     group_size: int = 8                 # G, rollouts per parent (App. E: 8)
     seed: int = 0                       # seeds the roots, sampling and dropout; the adapters' init is policy.seed (reproduce sets both)
     prompt_style: str = "chat"          # "chat" (an instruction-tuned model) or "compact" (the embedded model)
-    budget_s: float = 10.0              # wall-clock seconds a program may run in the sandbox
+    budget_s: float = 10.0              # seconds a program may run in the sandbox, on budget_clock
+    budget_clock: str = "cpu"           # what budget_s counts: "cpu" (CPU seconds of its processes; a wall-clock backstop, 03_sandbox) or "wall" (wall-clock seconds)
     sandbox_workers: int = 2            # programs verified at once
     executor: str = "local"             # where programs run: "local" (warm sandbox workers here) or "ray" (a Ray task each; ugttt[ray])
+    sandbox_isolation: str = "auto"     # the sandbox's isolation (03_isolation): "auto" (bwrap or mountns, else refuse to run), or a mode by name; "netns" and "limits" do not confine files
     ray_address: str | None = None      # executor "ray": the cluster to join, as ray.init(address=...); None: the running or a new local one
     report_to: tuple[str, ...] = ()     # experiment trackers fed from the run's metrics: tensorboard, trackio, wandb; () or "none": none
     decode_groups: int = 1              # groups sampled in one batched decode (paper scale: 1, a group's KV cache fills a GPU)
@@ -73,8 +77,11 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.puct_max_buffer < c.groups_per_epoch:   # the PUCT buffer must hold the epoch's roots (23_puct)
         raise ValueError(f"puct_max_buffer ({c.puct_max_buffer}) must be >= groups_per_epoch ({c.groups_per_epoch})")
     if not c.budget_s > 0: raise ValueError(f"budget_s must be > 0, got {c.budget_s}")
+    if c.budget_clock not in BUDGET_CLOCKS: raise ValueError(f"budget_clock must be 'cpu' or 'wall', got {quote(c.budget_clock)}")
     if not c.puct_c >= 0: raise ValueError(f"puct_c must be >= 0, got {c.puct_c}")
     if c.executor not in EXECUTORS: raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {quote(c.executor)}")
+    if c.sandbox_isolation not in ("auto", *ISOLATION_MODES):
+        raise ValueError(f"sandbox_isolation must be one of auto, {', '.join(ISOLATION_MODES)}, got {quote(c.sandbox_isolation)}")
     if c.ray_address is not None and (not isinstance(c.ray_address, str) or not c.ray_address):
         raise ValueError(f"ray_address must be None or a non-empty str, got {quote(c.ray_address)}")
     if c.ray_address is not None and c.executor != "ray": raise ValueError("ray_address is set but executor is not 'ray'")
@@ -215,7 +222,7 @@ def config_to_dict(cfg: TrainConfig) -> dict:
     return json.loads(json.dumps(asdict(cfg)))
 
 def config_from_dict(d: dict) -> TrainConfig:
-    "Rebuild a TrainConfig from config_to_dict's output (every field present), each value read by its field's type."
+    "Rebuild a TrainConfig from config_to_dict's output, each value read by its field's type (a field the dict predates: its default)."
     if not isinstance(d, dict): raise TypeError(f"a config must be a dict of fields, got {type(d).__name__}")
     return from_json(TrainConfig, d)
 
@@ -252,7 +259,7 @@ def config_loader():
     return ConfigLoader
 
 # %% ../nbs/26_config.ipynb #114f0a2e
-OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "ray_address", "report_to")   # how a run executes, not what it computes
+OPERATIONAL_FIELDS = ("sandbox_workers", "executor", "sandbox_isolation", "ray_address", "report_to")   # how a run executes, not what it computes
 
 def config_diff(
     old,             # a TrainConfig or its dict (config_to_dict; a config.json), e.g. the one on disk

@@ -766,7 +766,7 @@ def generate_programs(
 # %% ../nbs/09_corpus.ipynb #2a2911e3
 def evaluate_at_root(
     jobs: list[tuple[str, str]],   # (task name, program or generated text) pairs
-    budget_s: float = 10.0,        # per-program wall-clock budget, seconds
+    budget_s: float = 10.0,        # per-program budget, seconds on the sandbox's clock (its budget_clock)
     sandbox=None,                  # a ugttt.sandbox.Sandbox; default: the process-wide default_sandbox()
     workers: int = 2,              # programs evaluated concurrently
 ) -> list:                         # one Evaluation per job, in order

@@ -299,11 +299,13 @@ def fit_prompt(
     style: str = "chat",        # Task.prompt's style
     budget_s: float = 10.0,     # the program's budget, quoted by the chat prompt
     chat: bool | None = None,   # as encode_prompt
+    budget_clock: str = "cpu",  # what budget_s counts, quoted by the chat prompt ("cpu" or "wall")
 ) -> tuple[str, list[int]]:     # (prompt text, its ids), at most max_prompt_tokens(ens) ids
     "The parent's prompt and ids, its code (then its output tail) shown in part when the whole does not fit max_prompt_tokens."
     limit = max_prompt_tokens(ens)
     def render(code_chars, output_chars):
-        text = task.prompt(state, style=style, budget_s=budget_s, code_chars=code_chars, output_chars=output_chars)
+        text = task.prompt(state, style=style, budget_s=budget_s, budget_clock=budget_clock, code_chars=code_chars,
+                           output_chars=output_chars)
         ids = encode_prompt(ens, text, chat)
         return (text, ids) if len(ids) <= limit else None
     fitted = render(None, STDOUT_TAIL_CHARS)
@@ -321,7 +323,8 @@ def fit_prompt(
     code = len(state.code.strip()) if state is not None else 0
     fitted = longest(lambda k: render(k, STDOUT_TAIL_CHARS), code) or longest(lambda k: render(0, k), STDOUT_TAIL_CHARS)
     if fitted is None:
-        n = len(encode_prompt(ens, task.prompt(state, style=style, budget_s=budget_s, code_chars=0, output_chars=0), chat))
+        text = task.prompt(state, style=style, budget_s=budget_s, budget_clock=budget_clock, code_chars=0, output_chars=0)
+        n = len(encode_prompt(ens, text, chat))
         raise ValueError(f"the {style} prompt of task {task.name!r} has {n} tokens without the parent's code and output, more "
                          f"than the {limit} that context_window={ens.cfg.context_window} leaves after think_cap="
                          f"{ens.cfg.think_cap}: raise context_window or lower think_cap")

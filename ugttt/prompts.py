@@ -5,6 +5,7 @@
 # %% ../nbs/06_prompts.ipynb #724e8ee0
 from __future__ import annotations
 import re
+from .sandbox import WALL_BACKSTOP
 
 # %% auto #0
 __all__ = ['COMPACT_PROGRAM_MARKER', 'STDOUT_TAIL_CHARS', 'compact_prompt', 'chat_prompt']
@@ -70,10 +71,11 @@ def chat_prompt(
     task,             # a ugttt.tasks.Task (read by its fields: this module does not import ugttt.tasks)
     p,                # the parent, a ugttt.tasks.State (the empty State for none)
     verifier: str,    # the task's verifier source (ugttt.tasks.verifier_source), shown read-only
-    budget_s: float,  # wall-clock budget the program will get
+    budget_s: float,  # budget the program will get, seconds on budget_clock
     cpus: int,        # CPU cores the program will get
     code_chars: int | None = None,           # characters of the parent's code shown at most; None: all
     output_chars: int = STDOUT_TAIL_CHARS,   # characters of the parent's output tail shown at most
+    budget_clock: str = "cpu",               # what budget_s counts: "cpu" (CPU seconds, per core) or "wall" (ugttt.sandbox)
 ) -> str:
     "The full prompt for an instruction-tuned model: problem, read-only verifier, parent value/target/gap, code, output tail, rules."
     name, fmt = task.bound_name, f".{task.digits}f"
@@ -110,8 +112,11 @@ def chat_prompt(
               f"- Define `{task.entry_point}()` at the top level. It is called with no arguments (give every "
               f"parameter a default) and must return {task.returns}.",
               "- Use only the Python standard library, numpy and scipy.",
-              f"- The program gets {cpus} CPU core{'s' if cpus != 1 else ''} and {budget_s:g} seconds of wall-clock "
-              "time in total; a program still running then is stopped and scores 0, so leave a margin.",
+              f"- The program gets {cpus} CPU core{'s' if cpus != 1 else ''} and " +
+              (f"{budget_s:g} seconds of wall-clock time in total" if budget_clock == "wall" else
+               f"{budget_s:g} seconds of CPU time{' on each' if cpus != 1 else ''} in total (and "
+               f"{WALL_BACKSTOP * budget_s:g} seconds of wall-clock time, should it sleep or wait)") +
+              "; a program still running then is stopped and scores 0, so leave a margin.",
               "- No file access, no network, no subprocesses.",
               "- Define helper functions at the top level of the module.",
               f"- Use print() for notes to yourself: the last {STDOUT_TAIL_CHARS} characters of the output are shown "

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import dataclasses, json, os, threading, time
 from typing import Protocol, runtime_checkable
-from .sandbox import RunResult, Sandbox, _check_budget
+from .sandbox import WALL_BACKSTOP, RunResult, Sandbox, _check_budget, budget_limits
 
 # %% auto #0
 __all__ = ['Executor', 'RaySandbox', 'make_executor']
@@ -15,6 +15,7 @@ __all__ = ['Executor', 'RaySandbox', 'make_executor']
 @runtime_checkable
 class Executor(Protocol):
     "What runs generated programs: the local Sandbox or RaySandbox (results as RunResult, never raising for a program's faults)."
+    budget_clock: str   # what a budget counts: 'cpu' or 'wall' (ugttt.sandbox.budget_limits)
     def run(self, source: str, entry: str, budget_s: float | None = None) -> RunResult: ...
     def map(self, jobs: list, budget_s: float | None = None) -> list: ...
     def warm(self) -> "Executor": ...
@@ -27,7 +28,7 @@ _WORKER_LOCK = threading.Lock()
 def _run_in_worker(
     source: str,      # the program file
     entry: str,       # the function to call
-    budget_s: float,  # its wall-clock budget
+    budget_s: float,  # its budget, seconds on the sandbox's clock
     settings: dict,   # Sandbox keyword arguments (JSON types), the same for every program of a run
 ) -> dict:            # the RunResult's fields
     "Run one program in this process's warm Sandbox for `settings` (created on first use); the RunResult as a dict."
@@ -50,18 +51,20 @@ class RaySandbox:
     "Run untrusted programs as Ray tasks, each in a warm Sandbox of its Ray worker; results as RunResult, as locally."
     def __init__(self,
                  workers: int = 2,              # programs in flight from this caller at once
-                 budget_s: float = 10.0,        # default wall-clock budget of one program, seconds
+                 budget_s: float = 10.0,        # default budget of one program, seconds on budget_clock
                  memory_mb: int = 2048,         # memory a program may use (the sandbox's limit) and the task's Ray request, MB
                  cpus: int = 1,                 # CPUs per program: the task's Ray request and the sandbox's thread and CPU quota
                  address: str | None = None,    # Ray cluster to join ("auto", "ray://host:10001"); None: the running or a new local one
                  start_margin_s: float = 60.0,  # extra wait beyond the budget before a task is cancelled as lost
+                 budget_clock: str = "cpu",     # what budget_s counts: "cpu" or "wall" (ugttt.sandbox.Sandbox)
                  **sandbox_kwargs):             # further Sandbox settings (max_output_chars, tmp_mb, isolation, ...), JSON types
         ray = _import_ray()
         for name, v, lo in (("workers", workers, 1), ("memory_mb", memory_mb, 32), ("cpus", cpus, 1)):
             if type(v) is not int: raise TypeError(f"{name} must be an int, got {type(v).__name__}")
             if v < lo: raise ValueError(f"{name} must be >= {lo}, got {v}")
         self.budget_s, self.workers, self.start_margin_s = _check_budget(budget_s), workers, _check_budget(start_margin_s)
-        self.settings = dict(budget_s=self.budget_s, memory_mb=memory_mb, cpus=cpus, **sandbox_kwargs)
+        self.budget_clock = budget_limits(self.budget_s, budget_clock)["clock"]   # a ValueError for another clock
+        self.settings = dict(budget_s=self.budget_s, memory_mb=memory_mb, cpus=cpus, budget_clock=budget_clock, **sandbox_kwargs)
         try: json.dumps(self.settings)
         except TypeError as e: raise TypeError(f"Sandbox settings must be JSON types to travel to Ray workers: {e}") from None
         self._started = not ray.is_initialized()
@@ -79,14 +82,15 @@ class RaySandbox:
         if self._closed: raise RuntimeError("this RaySandbox is closed")
         ray = _import_ray()
         budget = self.budget_s if budget_s is None else _check_budget(budget_s)
+        wall = budget if self.budget_clock == "wall" else WALL_BACKSTOP * budget   # the most wall-clock time it may take
         with self._slots:
             t = time.monotonic()
             ref = self._remote.remote(source, entry, budget, self.settings)
-            try: out = ray.get(ref, timeout=budget + self.start_margin_s)
+            try: out = ray.get(ref, timeout=wall + self.start_margin_s)
             except ray.exceptions.GetTimeoutError:
                 ray.cancel(ref, force=True)
-                return RunResult(False, None, f"timeout: no result within {budget:g} s budget + {self.start_margin_s:g} s "
-                                 "(Ray task cancelled: worker or node lost?)", "", "", time.monotonic() - t, True)
+                return RunResult(False, None, f"timeout: no result within {wall:g} s + {self.start_margin_s:g} s "
+                                 "(Ray task cancelled: worker or node lost?)", "", "", time.monotonic() - t, True, 0.0)
             except ray.exceptions.RayError as e:
                 raise RuntimeError(f"the Ray task running the program failed: {type(e).__name__}: {str(e)[:500]}") from None
         return RunResult(**out)

@@ -8,7 +8,7 @@ import ctypes, json, os, platform, random, select, shutil, signal, socket, struc
 from typing import Any
 
 # %% auto #0
-__all__ = ['to_plain', 'seccomp_filter']
+__all__ = ['TICK_S', 'to_plain', 'seccomp_filter']
 
 # %% ../nbs/02_sandbox_worker.ipynb #d7ac6640
 def to_plain(
@@ -212,10 +212,12 @@ def _child_main(
         mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding='utf-8', errors='backslashreplace', line_buffering=True)
         sys.stdout, sys.stderr = mk(1), mk(2)
         sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+        if job.get('clock') == 'cpu': os.setpriority(os.PRIO_PROCESS, 0, 19)   # below its zygote, which counts its CPU time
         vm = next(int(l.split()[1]) * 1024 for l in io.open('/proc/self/status') if l.startswith('VmSize:'))
         lim = vm + job['memory_mb'] * 2**20                       # what numpy/scipy already mapped + the budget
         for r, v in ((resource.RLIMIT_AS, lim), (resource.RLIMIT_FSIZE, job['fsize_bytes']), (resource.RLIMIT_CORE, 0),
-                     (resource.RLIMIT_MSGQUEUE, 0), (resource.RLIMIT_NPROC, job.get('nproc'))):
+                     (resource.RLIMIT_MSGQUEUE, 0), (resource.RLIMIT_NPROC, job.get('nproc')),
+                     (resource.RLIMIT_CPU, job.get('cpu_limit_s'))):
             hard = resource.getrlimit(r)[1]
             if v is not None: v = v if hard == resource.RLIM_INFINITY else min(v, hard); resource.setrlimit(r, (v, v))
         src, entry = job['source'], job['entry']
@@ -294,6 +296,15 @@ def _descendants(
             out += kids; todo += kids
     return out
 
+# %% ../nbs/02_sandbox_worker.ipynb #79701692
+def _others(
+    pidns: bool, # the zygote is in its own pid namespace: every process there but init and the zygote is the program's
+) -> list:
+    "The pids of every process of the sandbox but the zygote (and init): the program's, zombies included."
+    me = os.getpid()
+    if pidns: return [int(d) for d in os.listdir('/proc') if d.isdigit() and int(d) not in (1, me)]
+    return _descendants(me)
+
 # %% ../nbs/02_sandbox_worker.ipynb #2a0466c4
 def _kill_all(
     pidns: bool,            # in our own pid namespace: kill(-1) reaches exactly the sandbox
@@ -314,22 +325,20 @@ def _sweep(
     timeout_s: float = 2.0, # give up (and report the worker unclean) after this long
 ) -> bool:
     "Kill and reap every process the program left behind; True when none remains."
-    me, end = os.getpid(), time.monotonic() + timeout_s
+    end = time.monotonic() + timeout_s
     while True:
         _kill_all(pidns)
         while True:                                             # reap (orphans are ours: we are a subreaper)
             try: pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError: break
             if pid == 0: break
-        if pidns: left = [int(d) for d in os.listdir('/proc') if d.isdigit() and int(d) not in (1, me)]
-        else: left = _descendants(me)
-        if not left: return True
+        if not _others(pidns): return True
         if time.monotonic() > end: return False
         time.sleep(0.001)
 
 # %% ../nbs/02_sandbox_worker.ipynb #da3f6218
 def _wipe(
-    dirs: list,      # directories whose contents must go (the work root; /tmp and /dev/shm inside bwrap)
+    dirs: list,      # directories whose contents must go (the work root; /tmp and /dev/shm in a confining mode)
     keep: list = (), # read-only binds inside `dirs` (an interpreter or venv under /tmp): kept with their ancestors
 ) -> bool:
     "Remove everything under `dirs` but `keep`, fixing permissions the program took away; True when clean, never raises."
@@ -361,6 +370,63 @@ def _wipe(
         return clean
     except BaseException: return False                         # RecursionError on a very deep tree, ...
 
+# %% ../nbs/02_sandbox_worker.ipynb #7be04780
+_CLK_TCK = os.sysconf('SC_CLK_TCK')   # the unit of the times in /proc/<pid>/stat
+
+def _cpu_s(
+    pids: list, # the processes to count; one that is gone counts 0
+) -> float:
+    "CPU seconds of `pids` and of the children each has reaped: utime + stime + cutime + cstime from /proc/<pid>/stat."
+    ticks = 0
+    for p in pids:
+        try:
+            with open(f'/proc/{p}/stat', 'rb') as f: fields = f.read().rpartition(b')')[2].split()
+            ticks += sum(int(x) for x in fields[11:15])          # fields 14-17 of proc(5), counted after the name's ')'
+        except (OSError, ValueError): pass
+    return ticks / _CLK_TCK
+
+# %% ../nbs/02_sandbox_worker.ipynb #aceef805
+def _run_delay_s(
+    pid: int, # a process
+) -> float:
+    "Seconds the main thread of `pid` has waited for a CPU while runnable (/proc/<pid>/schedstat); 0.0 where unreadable."
+    try:
+        with open(f'/proc/{pid}/schedstat', 'rb') as f: return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError): return 0.0
+
+# %% ../nbs/02_sandbox_worker.ipynb #54dbebc0
+_NCPU = len(os.sched_getaffinity(0))   # CPUs a program may run on at once: its CPU time grows at most this fast
+TICK_S = 1.0                           # during a program the zygote tells the caller this often that it is keeping time
+
+class _Meter:
+    "A program's clocks from its job's dispatch: wall seconds, CPU seconds of its processes, and own seconds (wall less its waits for a CPU)."
+    def __init__(self,
+                 pid: int,   # the program's process (the spare child, before it has the job)
+                 pids,       # () -> every process of the program, for its CPU time
+                 job: dict): # clock ('cpu' or 'wall'), budget_s, and on the CPU clock cpu_budget_s and backstop_s
+        self.pid, self.pids, self.clock = pid, pids, job.get('clock', 'wall')
+        self.budget, self.cpu_budget, self.backstop = job['budget_s'], job.get('cpu_budget_s'), job.get('backstop_s')
+        self.cpu0, self.delay0, self.cpu, self.own = _cpu_s([pid]), _run_delay_s(pid), 0.0, 0.0
+        self.t0 = time.monotonic()
+
+    def wall(self) -> float: return time.monotonic() - self.t0
+
+    def read(self) -> None:
+        "Update `cpu` and `own` from /proc; neither goes back (a child reaped with SIGCHLD ignored takes its time along)."
+        self.cpu = max(self.cpu, _cpu_s(self.pids()) - self.cpu0)
+        self.own = max(self.own, self.wall() - (_run_delay_s(self.pid) - self.delay0))
+
+    def over(self) -> str | None:
+        "The limit the program has reached: 'wall' (the wall clock's budget), 'cpu' (its CPU budget), 'backstop', or None."
+        if self.clock == 'wall': return 'wall' if self.wall() >= self.budget else None
+        self.read()
+        return 'cpu' if self.cpu >= self.cpu_budget else 'backstop' if self.own >= self.backstop else None
+
+    def wait_s(self) -> float:
+        "Seconds before the program can reach a limit, at the earliest."
+        if self.clock == 'wall': return self.budget - self.wall()
+        return max(0.005, min((self.cpu_budget - self.cpu) / _NCPU, self.backstop - self.own))
+
 # %% ../nbs/02_sandbox_worker.ipynb #a69a0abf
 def _fork_spare(
     cfg: dict,            # the zygote's configuration
@@ -387,25 +453,30 @@ def _fork_spare(
 # %% ../nbs/02_sandbox_worker.ipynb #29b38813
 def _zygote_job(
     sock: socket.socket, # control socket (readable during a job only if the caller went away)
-    job: dict,           # source, entry, budget_s and the limits, as the caller sent them
+    job: dict,           # source, entry, the clock and budgets, and the limits, as the caller sent them
     fds: list,           # pipe write ends for the child
     cfg: dict,           # the zygote's configuration (pidns, ...)
     spare: tuple,        # (pid, socket) from _fork_spare
 ) -> tuple:
-    "Hand `job` to the spare child and enforce its budget; (report, pid still to reap or None)."
+    "Hand `job` to the spare child and hold it to its budget; (report, pid still to reap or None)."
     pid, jsock = spare
-    t0 = time.monotonic()
+    meter = _Meter(pid, lambda: _others(cfg['pidns']), job)      # the program's clocks start before it has its job
     try: _send_msg(jsock, job, fds=fds)
     except OSError: pass                                        # the spare died: reported below as its exit status
     finally:
         for fd in fds: os.close(fd)
-    deadline, timed_out, caller_gone, done = t0 + job['budget_s'], False, False, False
+    limit, caller_gone, done, said = None, False, False, meter.t0
     try: pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError): pidfd = None
     watch = [x for x in (pidfd, jsock, sock) if x is not None]
     while True:
-        rest = deadline - time.monotonic()
-        if rest <= 0: timed_out = True; break
+        limit = meter.over()
+        if limit: break
+        if time.monotonic() - said >= TICK_S:                   # "still keeping time": the caller's check on us
+            try: _send_msg(sock, {'tick': True})
+            except OSError: caller_gone = True; break
+            said = time.monotonic()
+        rest = min(meter.wait_s(), TICK_S)
         ready, _, _ = select.select(watch, [], [], rest if pidfd is not None else min(rest, 0.002))
         if sock in ready: caller_gone = True; break
         if jsock in ready:
@@ -414,19 +485,20 @@ def _zygote_job(
             if done: break
             watch.remove(jsock)                                 # closed without "done": wait for the exit
         if pidfd in ready or (pidfd is None and os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)): break
-    elapsed = time.monotonic() - t0
+    elapsed = meter.wall()
+    meter.read()                                                # the program's CPU time to the end, its zombie included
     jsock.close()
     if pidfd is not None: os.close(pidfd)
-    if timed_out or caller_gone or done: _kill_all(cfg['pidns'], pid)
+    if limit or caller_gone or done: _kill_all(cfg['pidns'], pid)
     if caller_gone: _finish_job(pid, cfg); os._exit(0)
-    if timed_out or done: report = {'status': 'timeout' if timed_out else 'exited', 'code': 0 if done else None, 'signal': None}
+    if limit or done: report = {'status': 'timeout' if limit else 'exited', 'code': 0 if done else None, 'signal': None}
     else:
         _, status = os.waitpid(pid, 0)                          # already a zombie: it exited by itself
         pid = None
         report = {'status': 'signaled' if os.WIFSIGNALED(status) else 'exited',
                   'code': os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                   'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}
-    report['elapsed'] = elapsed
+    report.update(elapsed=elapsed, cpu=meter.cpu, limit=limit)
     return report, pid
 
 # %% ../nbs/02_sandbox_worker.ipynb #f98abe4d

