@@ -201,9 +201,12 @@ def test_unconfined_modes_still_contain_the_programs_processes(mode):
         pids = s.worker_pids()
         if s.processes_capped:
             r = s.run('import os\ndef run():\n    while True:\n        try: os.fork()\n        except OSError: pass', 'run')
-            # the zygote stops it at its CPU budget; under `nice -n 19` the zygote has the priority of the 128
-            # busy processes it counts and looks late, but well before the caller's limit for a silent zygote
-            assert r.error == 'timeout: exceeded 1 s CPU budget' and r.elapsed_s < S._Worker.SILENT_S, r
+            # the zygote stops it at its CPU budget, or, when the bomb's 128 processes in its cgroup starve it of the
+            # CPU (measured here: runnable but not run for 1-2 s, now and then 10 s, even at nice 0 against their 19),
+            # the caller kills the zygote once it has been silent for SILENT_S: either way a timeout, nothing survives
+            assert r.timed_out and r.error in ('timeout: exceeded 1 s CPU budget',
+                                               'timeout: the sandbox worker stopped keeping time (killed)'), r
+            assert r.elapsed_s < 2 * S._Worker.SILENT_S, r          # SILENT_S after its last word, said in the first seconds
         if mode == 'netns':
             r = s.run("import socket\ndef run(): socket.create_connection(('1.1.1.1', 80), timeout=5)", 'run')
             assert not r.ok and 'Errno 101' in r.error and r.elapsed_s < 1.0, r
