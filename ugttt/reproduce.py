@@ -386,6 +386,7 @@ def provenance(
         try: versions[pkg] = md.version(pkg)
         except md.PackageNotFoundError: versions[pkg] = None
     machine = dict(platform=platform.platform(), processor=platform.processor() or platform.machine(),
+                   cpu=_cpu_model(), torch_cpu_capability=_cpu_capability(),   # the kernels a CPU run's float sums went through
                    cores=os.cpu_count(), memory_gib=_memory_gib(), gpu=_gpu_name())
     return dict(parameters=params, versions=versions, machine=machine, git_commit=_git_commit(),
                 time_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
@@ -395,6 +396,21 @@ def _memory_gib() -> float | None:
     "Physical memory in GiB (None where the OS does not say)."
     try: return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError): return None
+
+def _cpu_model() -> str | None:
+    "The CPU's model name from /proc/cpuinfo (None where there is none): two CPUs of one platform can round differently."
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"): return line.split(":", 1)[1].strip()
+    except OSError: pass
+    return None
+
+def _cpu_capability() -> str | None:
+    "The vector instruction set torch's CPU kernels dispatch to (e.g. AVX2, AVX512): different sets sum floats in different orders."
+    import torch
+    try: return torch.backends.cpu.get_cpu_capability()
+    except (AttributeError, RuntimeError): return None
 
 def _gpu_name() -> str | None:
     "The first CUDA device's name, or None."
