@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test test-fast check-sync readme slow table1 reproduce mechanism-pilot mechanism mechanism-offpolicy bench clean
+.PHONY: install system-deps test test-fast check-sync readme slow table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -86,6 +86,15 @@ mechanism-offpolicy: install
 	mkdir -p reproduce/out
 	cd reproduce && ../$(BIN)/papermill mechanism_offpolicy.ipynb out/mechanism_offpolicy.ipynb --no-progress-bar --log-output $(P)
 	@echo; cat reproduce/out/mechanism_offpolicy.md
+
+# The mechanism study's stage 4, part A (docs/mechanism.md; exploratory): five candidate settings and two diagnostics beside
+# the baseline, ensemble_only and own-sample training, seeds 0 and 1, the replay of the retrained ensemble_only's updates,
+# and the rule that chooses part B's candidates; about 75 min on 2 cores. Pass P='-p retrain_reused True' where the
+# earlier stages' seed 0 does not reproduce (another CPU's kernels).
+mechanism-stable-a: install
+	mkdir -p reproduce/out
+	cd reproduce && ../$(BIN)/papermill mechanism_stable_a.ipynb out/mechanism_stable_a.ipynb --no-progress-bar --log-output $(P)
+	@echo; cat reproduce/out/mechanism_stable_a.md
 
 # speed and memory figures (printed, never asserted): every bench/ script, then one table of headline figures, each
 # with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 7 min on 2 cores;

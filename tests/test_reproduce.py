@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs
 TABLES = dict(table1=["table1"], table2=["table2"], table3=["table3"], table4=["table4_firing", "table4_paired", "table4_spearman"])
-STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
+STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy", "mechanism_stable_a"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
 REQUIRED_PARAMETERS = {"preset", "epochs", "seeds", "runs_dir", "reuse", "smoke", "out_dir"}
 
 
@@ -223,6 +223,41 @@ def test_mechanism_offpolicy_runs_in_smoke_mode(tmp_path):
     bad.to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(pm.PapermillExecutionError, match="does not reproduce stage 2"):
         run(tmp_path / "c", stage2_per_seed=str(tmp_path / "bad.csv"), stage2_runs=files["stage2_runs"])
+
+STABLE_A_ARMS = ["baseline", "ensemble_only", "ensemble_only_clip", "ensemble_only_own_kg"]   # a subset: every kind of override
+
+
+def test_mechanism_stable_a_runs_in_smoke_mode(tmp_path):
+    "Stage 4 part A trains its arms (a subset here, one seed), applies its rule, replays the check runs and reads reused arms from files."
+    import papermill as pm, pandas as pd
+    runs = tmp_path / "runs"
+    def run(out, **kw):
+        pm.execute_notebook(str(REPRO / "mechanism_stable_a.ipynb"), str(tmp_path / "stage4a.out.ipynb"), cwd=str(REPRO),
+                            parameters=dict(smoke=True, seeds=[0], arms=STABLE_A_ARMS, candidates=["ensemble_only_clip"],
+                                            reused=["baseline", "ensemble_only"], runs_dir=str(runs), out_dir=str(out), **kw),
+                            progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
+        return json.loads((out / "mechanism_stable_a.json").read_text())["results"]
+    a = tmp_path / "a"
+    first = run(a, retrain_reused=True, replay_epochs=[1])
+    assert list(first["arms"]) == STABLE_A_ARMS and first["reproduction_check"] == {} and first["exploratory"] is True
+    assert set(first["readings"]["chosen for part B"]) <= {"ensemble_only_clip"}
+    per_run = pd.read_csv(a / "mechanism_stable_a_runs.csv")
+    assert len(per_run) == len(STABLE_A_ARMS) and (per_run.source == "here").all() and per_run.kl_last.notna().all()
+    assert (per_run.query("arm == 'baseline'").cr_minus_baseline == 0).all()
+    curves = pd.read_csv(a / "mechanism_stable_a_per_seed.csv")
+    stage2_columns = list(pd.read_csv(ROOT / "docs" / "results" / "mechanism_per_seed.csv", nrows=0).columns)
+    assert list(curves.columns) == stage2_columns and len(curves) == len(STABLE_A_ARMS) * 2
+    replay = pd.read_csv(a / "mechanism_stable_a_replay.csv")
+    assert set(replay.arm) == {"baseline", "ensemble_only"} and (replay.epoch == 1).all() and "as_trained" in set(replay.variant)
+    for fig in ("entropy", "kl"):
+        assert (a / f"mechanism_stable_a_{fig}.pdf").read_bytes()[:4] == b"%PDF"
+    # the reused arms' numbers read from "the earlier stages'" files, once seed 0 retrained reproduces them
+    files = dict(stage_per_seed=[str(a / "mechanism_stable_a_per_seed.csv")], stage_runs=[str(a / "mechanism_stable_a_runs.csv")])
+    second = run(tmp_path / "b", replay=False, **files)
+    assert list(second["reproduction_check"]) == ["baseline seed 0", "ensemble_only seed 0"]
+    assert all(v["same"] for v in second["reproduction_check"].values())
+    assert second["readings"] == first["readings"]
+
 
 _PARENT = '''
 import sys, time
