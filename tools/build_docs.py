@@ -24,7 +24,7 @@ BUILD = ROOT / "_build" / "docs"
 SRC, HTML = BUILD / "src", BUILD / "html"
 CACHE = ROOT / "docs" / "cache" / "slow_cells.json"
 SKIP_FLAGS = ("slow", "cuda", "notest")      # nbdev's test flags (settings.ini tst_flags)
-NB_TIMEOUT_S = 1200                          # per notebook; the slowest takes about 200 s on an idle 2-core machine
+NB_TIMEOUT_S = 2400                          # per notebook; the slowest takes about 200 s on an idle 2-core machine, 20 min at load 30
 RETRIES = 1                                  # a failed notebook is run once more before the build reports it
 
 

@@ -108,10 +108,11 @@ def inspect_pages(html: Path, pages: list[str], shots: Path | None, binary: str 
             if shots:
                 shots.mkdir(parents=True, exist_ok=True)
                 stem = page.replace("/", "_").removesuffix(".html")
-                b.evaluate("window.scrollTo(0, 0)"); b.screenshot(shots / f"{stem}.png")
-                for what, sel in (("math", "mjx-container[display='true'], mjx-container"), ("figure", "img")):
-                    if b.evaluate(f"(() => {{ const e = document.querySelector(\"{sel}\"); if (!e) return false; "
-                                  "e.scrollIntoView({block: 'center'}); return true; })()"):
+                b.evaluate("window.scrollTo({top: 0, behavior: 'instant'})"); b.screenshot(shots / f"{stem}.png")
+                for what, sel in (("math", "mjx-container[display='true']\") || document.querySelector(\"mjx-container"), ("figure", "img")):
+                    if b.evaluate(f"(async () => {{ const e = document.querySelector(\"{sel}\"); if (!e) return false; "
+                                  "e.scrollIntoView({block: 'center', behavior: 'instant'}); "   # the theme scrolls smoothly
+                                  "await new Promise(r => setTimeout(r, 300)); return true; })()"):
                         b.screenshot(shots / f"{stem}-{what}.png")
             out[page] = info
     finally: b.close()
