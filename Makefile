@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test test-fast check-sync readme slow table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a bench clean
+.PHONY: install system-deps test test-fast check-sync readme slow docs docs-slow docs-test table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -47,10 +47,32 @@ test: install check-sync
 
 # The fast loop, under 2 min on 2 cores: math, tasks and unit tests and the fast notebooks (markers: pytest.ini).
 test-fast: install
-	$(BIN)/python -m pytest -q --strict-markers -m "not (notebook or reproduce or training or model or sandbox or ray or large)" tests
+	$(BIN)/python -m pytest -q --strict-markers -m "not (notebook or reproduce or training or model or sandbox or ray or large or docs)" tests
 
 slow: install
 	UGTTT_SLOW=1 $(BIN)/python -m pytest -q --strict-markers tests
+
+# The documentation site (tools/build_docs.py): every notebook executed into _build/docs (the committed ones stay
+# clean; `#| slow` cells shown from docs/cache/slow_cells.json, with a note saying so), rendered with the README as
+# its front page, docs/ and docs/results/ as pages; open _build/docs/html/index.html. A rebuild re-executes only the
+# notebooks whose source or package changed. docs-slow also runs the slow cells and refreshes their cache.
+$(BIN)/.docs-installed: settings.ini $(BIN)/.installed
+	$(BIN)/pip install -q -c requirements.txt $$($(BIN)/python -c "import configparser as c; p = c.ConfigParser(); p.read('settings.ini'); print(p['DEFAULT']['extras_docs'])")
+	touch $@
+
+docs: install $(BIN)/.docs-installed
+	nice -n 5 $(BIN)/python tools/build_docs.py
+
+docs-slow: install $(BIN)/.docs-installed
+	nice -n 5 $(BIN)/python tools/build_docs.py --slow
+
+# The site checked in a real browser: builds it, then headless Chromium (Debian's chromium, installed here where we
+# may) screenshots the index, 11_uncertainty and Table 1 into _build/docs/screenshots and checks math, figures, links.
+docs-test: install $(BIN)/.docs-installed
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "warning: chromium not found and cannot be installed here; the browser test will be skipped"
+	UGTTT_DOCS=1 $(BIN)/python -m pytest -q --strict-markers -m docs tests/test_docs.py
 
 # The main job: Table 1 for the tiny preset (3 seeds x 4 tasks x 2 methods, about 11 min on 2 cores), printed at the end.
 # Runs land in reproduce/runs and are reused by the other notebooks; outputs in reproduce/out. Override with e.g.
@@ -103,4 +125,4 @@ bench: install
 	$(BIN)/python bench/run_all.py $(B)
 
 clean:
-	rm -rf _proc .pytest_cache reproduce/out
+	rm -rf _proc _build .pytest_cache reproduce/out

@@ -175,7 +175,7 @@ def test_reuse_refuses_edited_rewards_resume_too_and_report_flags_them(tmp_path,
     resume_refused(run, "trajectories.jsonl no longer matches the SHA-256", runs, command_line=True)
     proc = cli("report", run, finished[1])
     test_eq(proc.returncode, 1)
-    test_eq([row.split()[-1] for row in proc.stdout.splitlines()[1:]], ["EDITED", "ok"])
+    test_eq([row.split()[-1] for row in proc.stdout.split("\n\n")[0].splitlines()[1:]], ["EDITED", "ok"])   # the table, then the comparison
     assert proc.stderr.startswith("ugttt: warning: ") and proc.stderr.count("\n") == 1, proc.stderr
     test_eq(tree(runs), before)
 

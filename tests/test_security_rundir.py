@@ -265,8 +265,9 @@ def test_report_refuses_fifo_and_device_then_reports(tmp_path, finished):
     proc = cli("report", zero, finished[1])
     test_eq(proc.returncode, 1)                                       # tabulated, but its logs were edited: flagged
     rows = proc.stdout.splitlines()
-    test_eq(rows[1].split()[3:], ["1", "-", "-", "-", "-", "EDITED"])  # a damaged value shows as '-', not a crash
-    test_eq((rows[2].split()[3], rows[2].split()[-1]), ("2", "ok"))
+    test_eq(rows[1].split()[4:], ["1", "-", "-", "-", "-", "EDITED"])  # a damaged value shows as '-', not a crash
+    test_eq((rows[2].split()[4], rows[2].split()[-1]), ("2", "ok"))
+    assert "undefined (a value is missing)" in proc.stdout, proc.stdout   # compared with the other run: nothing to compare
     assert proc.stderr.startswith("ugttt: warning: ") and "metrics.jsonl holds" in proc.stderr, proc.stderr
 
 

@@ -2,7 +2,7 @@
 uninterrupted one; Prop. 3 over the whole loop (identical adapters, no NNM: UG-TTT is the baseline, weight for weight);
 every method on every task writes a complete, parseable run directory; the `ugttt` console script trains, reports and
 refuses bad input with one line and exit code 2."""
-import json, os, signal, subprocess, sys, time
+import json, os, re, signal, subprocess, sys, time
 from collections import Counter
 from pathlib import Path
 
@@ -160,9 +160,11 @@ def test_cli_train_report_and_bad_value(tmp_path):
     r_max = [m for m in read_jsonl(run / "metrics.jsonl")[0] if "progress/epoch" in m][-1]["train/reward/exec/best"]
     rep = subprocess.run([UGTTT, "report", str(run)], env=ENV, capture_output=True, text=True)
     test_eq(rep.returncode, 0)
-    header, row = rep.stdout.splitlines()
-    test_eq(header.split()[:5], ["run", "task", "method", "epochs", "R_max"])
-    test_eq(row.split()[:5], [str(run), "cp26", "baseline", "1", f"{r_max:.4f}"])
+    table, legend = rep.stdout.split("\n\n")                        # one run: the table and the legend, nothing to compare
+    header, row = table.splitlines()
+    test_eq(header.split()[:6], ["run", "task", "method", "seed", "epochs", "R_max"])
+    test_eq(row.split()[:6], [str(run), "cp26", "baseline", "0", "1", f"{r_max:.4f}"])
+    assert legend.startswith("Legend:") and "  H_bits " in legend and "  logs " in legend, legend
 
     for bad, words in ((["--group_size", "1"], "group_size must be an int >= 2"),
                        (["--update.lr", "fast"], "--update.lr: cannot read 'fast' as float")):
@@ -171,6 +173,16 @@ def test_cli_train_report_and_bad_value(tmp_path):
         test_eq(out.stderr.count("\n"), 1)
         test_eq((words in out.stderr, "Traceback" in out.stderr), (True, False))
         test_eq((tmp_path / "bad").exists(), False)               # refused before anything was written
+
+
+def test_generation_bar_advances_once_per_rollout_and_shows_tokens_per_second(tmp_path, sandbox, capfd):
+    "Two groups of 3 in one batched decode (decode_groups=2): the bar still moves at every one of the 6 rollouts."
+    cfg = make_config("cp26", "baseline", "tiny", epochs=1, groups_per_epoch=2, group_size=3, decode_groups=2)
+    train(cfg, tmp_path / "run", progress=True, sandbox=sandbox)
+    err = capfd.readouterr().err                                       # tqdm draws on stderr, one state per \r
+    shown = [int(n) for n in re.findall(r"generate: *\d+%\|[^|]*\| *(\d)/6 ", err)]
+    assert set(range(1, 7)) <= set(shown), shown                     # drawn at 1/6, 2/6, ..., 6/6: once per rollout
+    assert re.search(r"generate: .*/6 .*[\d,]+ tok/s", err), err[-2000:]
 
 
 # ---- 5. experiment tracking -------------------------------------------------------------------------------------------

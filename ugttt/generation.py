@@ -99,6 +99,7 @@ def generate_groups(
     streaming: StreamingConfig | None = None,  # the streaming gate's settings; None = no gate
     history: StreamingHistory | None = None,   # the gate's history and epoch (needed with streaming)
     generator: torch.Generator | None = None,  # the sampling RNG (on the model's device); None = torch's global one
+    on_step=None,                        # called after each decoding step as on_step(tokens appended, rollouts finished): a progress bar
 ) -> list[Rollouts]:                     # one Rollouts per prompt
     "Sample G rollouts for each prompt in one batched decode (prompts left-padded), adapters round robin, two-phase budget, streaming gate."
     cfg, K = ens.cfg, ens.n_adapters
@@ -122,7 +123,9 @@ def generate_groups(
         while True:
             sampled = _sample(logits, cfg.temperature, generator)                            # (A,)
             logp = torch.log_softmax(logits.float(), -1)                                    # (A, V) the policy at temperature 1
+            live = [i for i in act if rows[i].phase != "done"]  # finished rows stay in the batch until it is compacted
             nxt = [_advance(ens, rows[i], s, logp[j, s]) for j, (i, s) in enumerate(zip(act, sampled.tolist()))]
+            if on_step is not None: on_step(len(live), sum(rows[i].phase == "done" for i in live))
             if gate_on: _gate(ens, [rows[i] for i in act], streaming, history)
             keep = [j for j, i in enumerate(act) if rows[i].phase != "done"]
             if not keep: break
@@ -146,9 +149,10 @@ def generate_group(
     streaming: StreamingConfig | None = None,  # the streaming gate's settings; None = no gate
     history: StreamingHistory | None = None,   # the gate's history and epoch (needed with streaming)
     generator: torch.Generator | None = None,  # the sampling RNG (on the model's device); None = torch's global one
+    on_step=None,                        # called after each decoding step as on_step(tokens appended, rollouts finished)
 ) -> Rollouts:
     "Sample G rollouts of one prompt in one batched decode, adapters round robin, with the two-phase budget and the streaming gate."
-    return generate_groups(ens, [prompt_ids], n, start, streaming, history, generator)[0]
+    return generate_groups(ens, [prompt_ids], n, start, streaming, history, generator, on_step)[0]
 
 # %% ../nbs/18_generation.ipynb #eb885075
 def _sample(

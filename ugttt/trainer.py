@@ -24,8 +24,8 @@ from .update import GroupUpdate, group_advantages, make_optimizers, max_principa
 _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 28_checkpoint's, importable from here as before
 
 # %% auto #0
-__all__ = ['RunState', 'start_run', 'run_epoch', 'train', 'check_extras', 'check_device', 'save_checkpoint', 'load_checkpoint',
-           'check_run_dir']
+__all__ = ['RunState', 'start_run', 'GenerationBar', 'run_epoch', 'train', 'check_extras', 'check_device', 'save_checkpoint',
+           'load_checkpoint', 'check_run_dir']
 
 # %% ../nbs/30_trainer.ipynb #6defca40
 @dataclass
@@ -73,6 +73,33 @@ def _bar(it, on: bool, desc: str, **kw):
     if not on: return it
     from tqdm.auto import tqdm
     return tqdm(it, desc=desc, leave=False, **kw)
+
+# %% ../nbs/30_trainer.ipynb #6e15b22a
+class GenerationBar:
+    "The generation progress bar: one step per finished rollout, and the tokens decoded per second; a no-op when off."
+    def __init__(self,
+                 total: int,               # rollouts to generate
+                 on: bool,                 # draw the bar (the run's progress switch)
+                 every_s: float = 0.5,     # the least time between two refreshes of the rate alone
+                 **kw):                    # for tqdm, e.g. file
+        self.bar = _bar(None, on, "generate", total=total, unit="rollout", mininterval=0, miniters=1, **kw) if on else None
+        self.tokens, self.t0, self.shown, self.every_s = 0, time.perf_counter(), -math.inf, every_s
+
+    def __call__(self,
+                 tokens: int,      # tokens appended by a decoding step
+                 finished: int):   # rollouts that step finished
+        "Count a decoding step: advance once per finished rollout; refresh the rate when one finished or every_s passed."
+        self.tokens += tokens
+        if self.bar is None: return
+        now = time.perf_counter()
+        if finished or now - self.shown >= self.every_s:
+            self.bar.set_postfix_str(f"{self.tokens / max(now - self.t0, 1e-9):,.0f} tok/s", refresh=not finished)
+            self.shown = now
+        for _ in range(finished): self.bar.update(1)
+
+    def close(self) -> None:
+        "Close the bar (nothing to do when it is off)."
+        if self.bar is not None: self.bar.close()
 
 # %% ../nbs/30_trainer.ipynb #0a2ed1bd
 def run_epoch(
@@ -129,10 +156,12 @@ def _generate(
 ) -> list[Rollouts]:        # one group of G rollouts per prompt
     "G rollouts of each prompt, decode_groups groups per batched decode, the adapters round robin from the rollout counter."
     cfg, G, c0 = state.cfg, state.cfg.group_size, state.counter
-    groups = []
-    for s in _bar(range(0, len(prompt_ids), cfg.decode_groups), state.progress, "generate"):
-        groups += generate_groups(state.ens, prompt_ids[s:s + cfg.decode_groups], G, start=c0 + s * G, streaming=stream,
-                                  history=state.history if stream else None, generator=state.gen)
+    groups, bar = [], GenerationBar(len(prompt_ids) * G, state.progress)
+    try:
+        for s in range(0, len(prompt_ids), cfg.decode_groups):
+            groups += generate_groups(state.ens, prompt_ids[s:s + cfg.decode_groups], G, start=c0 + s * G, streaming=stream,
+                                      history=state.history if stream else None, generator=state.gen, on_step=bar)
+    finally: bar.close()
     state.counter = c0 + G * len(groups)
     return groups
 

@@ -1,0 +1,117 @@
+"""The documentation site, built and checked in a real browser (`make docs-test`).
+
+`tools/build_docs.py` executes every notebook into _build/docs (only the notebooks whose source or package changed
+since the last build; the first build takes most of 15 minutes on 2 cores) and renders the site; then headless
+Chromium opens the index (the README), 11_uncertainty and the Table 1 page, takes screenshots into
+_build/docs/screenshots, and the test asserts that the math rendered (MathJax's output elements, no MathJax error),
+every figure loaded (naturalWidth > 0) and no relative link of any page of the site is broken. Skipped unless
+UGTTT_DOCS=1 (make docs-test) or UGTTT_SLOW=1 (make slow): it takes minutes and needs the `docs` extra and chromium.
+"""
+import json, os, shutil, subprocess, sys
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import build_docs as B   # its pure parts are tested here in a second; the site itself only under UGTTT_DOCS (below)
+
+
+def needs_site(test):
+    "Mark a test of the site itself: minutes, the docs extra and chromium; skipped unless UGTTT_DOCS or UGTTT_SLOW."
+    for mark in (pytest.mark.docs,
+                 pytest.mark.skipif(not (os.environ.get("UGTTT_DOCS") or os.environ.get("UGTTT_SLOW")),
+                                    reason="the site build takes minutes: UGTTT_DOCS=1 (make docs-test) or UGTTT_SLOW=1"),
+                 pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium (Debian: apt-get install chromium)")):
+        test = mark(test)
+    return test
+
+HTML = ROOT / "_build" / "docs" / "html"
+SHOTS = ROOT / "_build" / "docs" / "screenshots"
+
+
+def test_links_into_the_site_stay_and_others_go_to_the_repository():
+    site = {"README.md", "docs/install.md", "docs/results/README.md", "nbs/11_uncertainty.ipynb"}
+    git = "https://github.com/ugttt/ugttt/blob/main"
+    text = ("[a](docs/install.md) [b](docs/results/) [c](Makefile) ![d](docs/results/x.png) [e](https://x.org) "
+            "[f](#top) [g](nbs/11_uncertainty.ipynb#eq-2)")
+    assert B.rewrite_links(text, "", site) == (f"[a](docs/install.md) [b](docs/results/README.md) [c]({git}/Makefile) "
+                                               f"![d]({git}/docs/results/x.png) [e](https://x.org) [f](#top) "
+                                               "[g](nbs/11_uncertainty.ipynb#eq-2)")
+    assert B.rewrite_links("[g](../nbs/11_uncertainty.ipynb) [h](../Makefile)", "docs", site) == \
+        f"[g](../nbs/11_uncertainty.ipynb) [h]({git}/Makefile)"
+
+
+def test_a_slow_cell_shows_its_cached_output_or_says_it_was_not_run(tmp_path, monkeypatch):
+    import nbformat
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T\n\n> t"),
+                                         nbformat.v4.new_code_cell("#| slow\nprint(1)"),
+                                         nbformat.v4.new_code_cell("#| hide\nx = 2")])
+    monkeypatch.setattr(B, "ROOT", tmp_path); (tmp_path / "nbs").mkdir()
+    nbformat.write(nb, tmp_path / "nbs" / "t.ipynb")
+    page = B.page_from_notebook("t", tmp_path / "nbs" / "t.ipynb", {}, False, set(), lambda m: None, "reused")
+    notes = [c.source for c in page.cells if c.cell_type == "markdown" and c.source.startswith("> ")]
+    assert len(notes) == 1 and notes[0].startswith("> **Not run in this build.** The cell below is a `#| slow` cell"), notes
+    code = [c for c in page.cells if c.cell_type == "code"]
+    assert code[0].source == "print(1)" and code[1].metadata["tags"] == ["remove-cell"]     # directives gone, hidden cell dropped
+    out = nbformat.v4.new_output("stream", name="stdout", text="1\n")
+    cache = {B.cell_key("t", "#| slow\nprint(1)"): dict(outputs=[out], made="2026-11-27 23:00 UTC", seconds=61.0, commit="abc")}
+    page = B.page_from_notebook("t", tmp_path / "nbs" / "t.ipynb", cache, False, set(), lambda m: None, "reused")
+    notes = [c.source for c in page.cells if c.cell_type == "markdown" and c.source.startswith("> ")]
+    assert notes[0].startswith("> **Cached output.**") and "2026-11-27 23:00 UTC" in notes[0] and "61.0 s" in notes[0], notes
+    assert [c for c in page.cells if c.cell_type == "code"][0].outputs[0]["text"] == "1\n"
+    page = B.page_from_notebook("t", None, {}, False, set(), lambda m: None, "FAILED")              # a notebook that failed
+    assert page.cells[0].source.startswith("> **This notebook failed to execute in this build**")
+
+
+@pytest.fixture(scope="module")
+def site():
+    "The site, built by tools/build_docs.py as `make docs` builds it."
+    pytest.importorskip("myst_nb", reason="the docs extra is not installed (make docs installs it)")
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build_docs.py")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return HTML
+
+
+@needs_site
+def test_pages_render_math_and_figures_in_chromium(site):
+    from site_check import PAGES, inspect_pages
+    if SHOTS.exists(): shutil.rmtree(SHOTS)
+    info = inspect_pages(site, PAGES, SHOTS)
+    print(json.dumps(info, indent=1))
+    index, unc, table1 = (info[p] for p in PAGES)
+    assert index["title"] == "ugttt" and unc["title"].startswith("Uncertainty") and table1["title"].startswith("Table 1"), info
+    for page in ("index.html", "nbs/11_uncertainty.html"):
+        i = info[page]
+        assert i["math_sources"] > 0 and i["math_rendered"] == i["math_sources"], (page, i)   # every formula typeset
+    assert unc["math_rendered"] >= 50, unc                                    # a page of equations, not one stray formula
+    for page, i in info.items():
+        assert i["math_errors"] == 0, (page, i)
+        assert all(im["width"] > 0 for im in i["images"]), (page, i["images"])                # every figure loaded
+    assert len(index["images"]) >= 2, index["images"]                         # the README's figures
+    assert (site / "docs/results/table1.html").read_text().count("<tr") >= 10  # Table 1 as a table, a row per seed and mean
+    for name in ("index.png", "nbs_11_uncertainty.png", "nbs_11_uncertainty-math.png", "docs_results_table1.png"):
+        assert (SHOTS / name).stat().st_size > 10_000, name                   # a page was drawn, not a blank
+
+
+@needs_site
+def test_no_broken_link(site):
+    from site_check import broken_links
+    bad = broken_links(site)
+    assert not bad, bad[:20]
+
+
+@needs_site
+def test_notebook_pages_have_outputs_and_say_what_was_not_run(site):
+    text = lambda p: (site / p).read_text()
+    assert "cell_output" in text("nbs/33_cli.html") and "One seed per method" in text("nbs/33_cli.html")   # outputs shown
+    assert "<img" in text("nbs/33_cli.html")                                  # the report's figure, produced at build time
+    for page in ("nbs/14_propositions.html", "nbs/10_default_model.html"):    # their `#| slow` cells: cached or said so
+        assert "Cached output." in text(page) or "Not run in this build." in text(page), page
+    for page in site.glob("nbs/*.html"):
+        assert "failed to execute in this build" not in page.read_text(), page.name
+        assert "Not executed yet" not in page.read_text(), page.name
+    for nb in (ROOT / "nbs").glob("*.ipynb"):                                 # the committed notebooks stay clean
+        cells = json.loads(nb.read_text())["cells"]
+        assert not any(c.get("outputs") for c in cells), f"{nb.name} has outputs"

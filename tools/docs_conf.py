@@ -1,0 +1,16 @@
+"""Sphinx configuration of the documentation site (tools/build_docs.py copies it into _build/docs/src as conf.py)."""
+project = "ugttt"
+author = "ugttt developers"
+copyright = "2026 onwards, ugttt developers"
+extensions = ["myst_nb"]
+myst_enable_extensions = ["dollarmath", "amsmath"]   # $...$ and $$...$$ as in the notebooks, rendered by MathJax
+myst_heading_anchors = 3                              # `[text](page.md#a-heading)` links resolve
+nb_execution_mode = "off"                             # tools/build_docs.py executed the notebooks already
+nb_merge_streams = True
+suppress_warnings = ["myst.header"]                   # notebooks start at '#' and may skip a level in their sections
+exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+html_theme = "furo"
+html_title = "ugttt"
+html_static_path = ["_static"]
+mathjax_path = "mathjax/tex-chtml.js"                 # served from the site: no CDN, so it works offline
+html_show_sourcelink = False
