@@ -398,7 +398,8 @@ def _wipe(
 _CLK_TCK = os.sysconf('SC_CLK_TCK')   # the unit of the times in /proc/<pid>/stat
 
 def _cpu_s(
-    pids: list, # the processes to count; one that is gone counts 0
+    pids: list,           # the processes to count; one that is gone counts 0
+    threads: dict = None, # filled with pid -> its number of threads, where given
 ) -> float:
     "CPU seconds of `pids` and of the children each has reaped: utime + stime + cutime + cstime from /proc/<pid>/stat."
     ticks = 0
@@ -406,21 +407,25 @@ def _cpu_s(
         try:
             with open(f'/proc/{p}/stat', 'rb') as f: fields = f.read().rpartition(b')')[2].split()
             ticks += sum(int(x) for x in fields[11:15])          # fields 14-17 of proc(5), counted after the name's ')'
-        except (OSError, ValueError): pass
+            if threads is not None: threads[p] = int(fields[17])   # field 20
+        except (OSError, ValueError, IndexError): pass
     return ticks / _CLK_TCK
 
 # %% ../nbs/02_sandbox_worker.ipynb #aceef805
 def _sched_s(
-    pids: list,  # processes: every thread of each counts
-    last: dict,  # tid -> its latest (on a CPU, waiting for one), updated here: a thread that has ended keeps counting
+    pids: list,           # processes: every thread of each counts
+    last: dict,           # tid -> its latest (on a CPU, waiting for one), updated here: a thread that has ended keeps counting
+    threads: dict = None, # pid -> its number of threads (from _cpu_s): a process of one thread is read in one file
 ) -> tuple:
     "Seconds the threads of `pids` and every thread seen before in `last` spent (on a CPU, on a CPU or waiting for one)."
     for p in pids:
-        try: tids = os.listdir(f'/proc/{p}/task')
-        except OSError: continue
+        if threads and threads.get(p) == 1: tids, path = [str(p)], f'/proc/{p}/schedstat'   # a fork bomb's: half the reads
+        else:
+            try: tids, path = os.listdir(f'/proc/{p}/task'), None
+            except OSError: continue
         for t in tids:
             try:
-                with open(f'/proc/{p}/task/{t}/schedstat', 'rb') as f: run, wait = (int(x) / 1e9 for x in f.read().split()[:2])
+                with open(path or f'/proc/{p}/task/{t}/schedstat', 'rb') as f: run, wait = (int(x) / 1e9 for x in f.read().split()[:2])
                 k = int(t)
             except (OSError, ValueError): continue
             if run < last.get(k, (0.0, 0.0))[0]: last[(k, len(last))] = last[k]   # the tid was reused: the old thread's time stays
@@ -475,9 +480,10 @@ class _Meter:
 
     def read(self) -> None:
         "Update `cpu` and `own` from /proc; neither goes back (a child reaped with SIGCHLD ignored counts what it was last seen using)."
-        pids = self.pids()
-        run, busy = _sched_s(pids, self._sched)
-        self.cpu = max(self.cpu, _cpu_s(pids) - self.cpu0, run - self.run0)
+        pids, threads = self.pids(), {}
+        cpu = _cpu_s(pids, threads)
+        run, busy = _sched_s(pids, self._sched, threads)
+        self.cpu = max(self.cpu, cpu - self.cpu0, run - self.run0)
         self.own = max(self.own, self.wall() - (busy - self.busy0))
 
     def over_memory(self) -> bool:
