@@ -61,3 +61,26 @@ def test_the_wall_clock_is_still_there_for_runs_that_used_it():
             r = sb.run(BURN_1S, 'run')
         finally: _stop(busy)
     assert r.timed_out and r.error == 'timeout: exceeded 2 s budget' and r.cpu_s < 1.0, r
+
+
+WAIT_ON_CHILD = ('import os, time\ndef run():\n    pid = os.fork()\n    if pid == 0:\n        t = time.process_time()\n'
+                 '        while time.process_time() - t < 1.0: pass\n        os._exit(0)\n    os.waitpid(pid, 0)\n    return 1')
+
+
+@pytest.mark.parametrize('mode', list(I.CONFINING))
+def test_the_backstop_counts_idle_time_only(mode):
+    "At load 10 on this machine's cores: a program whose main process waits on a starved child is not idle, so it is not cut; one that sleeps is."
+    if not I.probe(mode): pytest.skip(f'isolation {mode!r} does not work here: {I._PROBE_ERRORS.get(mode)}')
+    with Sandbox(workers=1, budget_s=2.0, memory_mb=256, isolation=mode) as sb:
+        sb.warm()
+        if STUDY_LOCK.exists(): pytest.skip(f'{STUDY_LOCK} exists: a timing-sensitive job owns this machine')
+        busy = [subprocess.Popen(['sh', '-c', 'while :; do :; done'], start_new_session=True) for _ in range(5 * (os.cpu_count() or 1))]
+        try:
+            time.sleep(0.2)
+            ok = sb.run(WAIT_ON_CHILD, 'run')
+            asleep = sb.run('import time\ndef run():\n    time.sleep(100)', 'run', budget_s=0.5)
+        finally: _stop(busy)
+    # 1 s of CPU in a child, at a tenth of the machine or less, takes longer than the 6 s backstop; waiting for the CPU is not idle
+    assert ok.ok and ok.value == 1 and 0.95 <= ok.cpu_s < 1.5, ok
+    assert ok.elapsed_s > 3.0, f'not saturated: 1 s of CPU took {ok.elapsed_s:.2f} s of wall time, so this shows little'
+    assert asleep.timed_out and asleep.error.startswith('timeout: still running after 1.5 s') and asleep.elapsed_s >= 1.5, asleep

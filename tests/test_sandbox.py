@@ -197,7 +197,7 @@ def test_unconfined_modes_still_contain_the_programs_processes(mode):
     with s:
         assert s.run('def run(): return 7', 'run').value == 7
         r = s.run('import os, time\ndef run():\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(1000)\n    while True: pass', 'run')
-        assert r.timed_out and r.elapsed_s < 3.0
+        assert r.timed_out and r.cpu_s < 1.5, r                      # CPU time: at its budget, whatever the load
         pids = s.worker_pids()
         if s.processes_capped:
             r = s.run('import os\ndef run():\n    while True:\n        try: os.fork()\n        except OSError: pass', 'run')
@@ -209,7 +209,7 @@ def test_unconfined_modes_still_contain_the_programs_processes(mode):
             assert r.elapsed_s < 2 * S._Worker.SILENT_S, r          # SILENT_S after its last word, said in the first seconds
         if mode == 'netns':
             r = s.run("import socket\ndef run(): socket.create_connection(('1.1.1.1', 80), timeout=5)", 'run')
-            assert not r.ok and 'Errno 101' in r.error and r.elapsed_s < 1.0, r
+            assert not r.ok and 'Errno 101' in r.error and r.elapsed_s < 4.0, r   # at once, not after the 5 s timeout
         assert s.run('def run(): return 8', 'run').value == 8
     time.sleep(0.3)
     assert not any(_alive(p) for p in pids)
@@ -286,7 +286,7 @@ with Sandbox(workers=1, budget_s=2.0, memory_mb=256) as s:
     r = s.run("import socket\ndef run(): socket.create_connection(('1.1.1.1', 80), timeout=5)", 'run')
     out['network'] = [r.ok, r.error]
     r = s.run('def run():\n    while True: pass', 'run', budget_s=1.0)
-    out['timeout'] = [r.timed_out, r.elapsed_s]
+    out['timeout'] = [r.timed_out, r.cpu_s]
     r = s.run("def run(): open(%r, 'w').write('x')" % (ROOT + '/evil.txt'), 'run')
     out['write_repo'] = [r.ok, r.error]
     s.run("def run():\n    for p in ['/dev/plant', '/plant', '/dev/shm/plant', '/tmp/plant']:\n        try: open(p, 'w').write('x')\n        except OSError: pass", 'run')
@@ -319,7 +319,7 @@ def test_a_normal_user_gets_bwrap_and_rlimit_nproc(tmp_path):
     ok, n, err = out['fork_bomb']
     assert ok and n < 128, out['fork_bomb']                          # RLIMIT_NPROC=max_procs holds for a normal user
     assert out['network'][0] is False and 'Errno 101' in out['network'][1]
-    assert out['timeout'][0] and out['timeout'][1] < 3.0
+    assert out['timeout'][0] and out['timeout'][1] < 1.5           # CPU time: at its budget, whatever the load
     if str(ROOT).startswith('/tmp/'):   # a checkout under /tmp: that path lies inside the sandbox's private /tmp
         assert out['write_repo'][0] or 'Read-only file system' in out['write_repo'][1], out['write_repo']
     else: assert out['write_repo'][0] is False and 'Read-only file system' in out['write_repo'][1], out['write_repo']

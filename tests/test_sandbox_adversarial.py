@@ -209,8 +209,10 @@ def test_hostile_program_fails_cleanly(sb, name, source, expected, budget):
     wall = time.monotonic() - t
     assert r.ok is False and r.value is None, r
     assert re.match(expected, r.error or ''), f'{name}: {r.error!r}'
-    most = S.WALL_BACKSTOP * budget + 2.0                         # the CPU clock's backstop: a program that sleeps or waits
-    assert r.elapsed_s <= most and wall <= most, (r.elapsed_s, wall)
+    # on the CPU clock: never more CPU time than the budget (plus the zygote's reaction), whatever the machine's load; wall time
+    # only bounded loosely (a program starved by load is slower, not cut: its backstop counts idle time only)
+    assert r.cpu_s <= budget * sb.cpus + 0.5, r
+    assert r.elapsed_s <= 10 * S.WALL_BACKSTOP * budget and wall <= 10 * S.WALL_BACKSTOP * budget, (r.elapsed_s, wall)
     assert r.timed_out == r.error.startswith('timeout'), r
     assert len(r.stdout) <= MAX_OUT + 200 and len(r.stderr) <= MAX_OUT + 200
     # the caller and the sandbox keep working: a normal program right after succeeds
@@ -408,7 +410,7 @@ def test_a_stopped_zygote_cannot_stretch_a_programs_time(sb):
     r = sb.run('import os, signal, time\ndef run():\n    z = os.getppid()\n    try: os.kill(z, signal.SIGSTOP)\n'
                '    except PermissionError: pass\n    if os.fork() == 0:\n        time.sleep(1.4)\n'
                '        try: os.kill(z, signal.SIGCONT)\n        except OSError: pass\n        os._exit(0)\n'
-               '    t = time.monotonic()\n    while time.monotonic() - t < 1.3: pass\n    return 1', 'run', budget_s=1.0)
+               '    t = time.process_time()\n    while time.process_time() - t < 1.3: pass\n    return 1', 'run', budget_s=1.0)
     assert not r.ok and r.timed_out and r.error.startswith('timeout: exceeded 1 s CPU budget'), r
     _valid_everywhere(sb)
     # and when the zygote really is stopped for a while (here by the test, as root): on the wall clock the caller's own
@@ -420,7 +422,7 @@ def test_a_stopped_zygote_cannot_stretch_a_programs_time(sb):
             z = _zygote_of(s)
             stopper = subprocess.Popen([sys.executable, '-c', f'import os, time, signal\ntime.sleep(0.2)\nos.kill({z}, signal.SIGSTOP)\n'
                                         f'time.sleep(1.6)\nos.kill({z}, signal.SIGCONT)'])
-            r = s.run('import time\ndef run():\n    t = time.monotonic()\n    while time.monotonic() - t < 1.4: pass\n    return 1', 'run')
+            r = s.run('import time\ndef run():\n    t = time.process_time()\n    while time.process_time() - t < 1.4: pass\n    return 1', 'run')
             stopper.wait()
             assert not r.ok and r.timed_out and r.elapsed_s > 1.0, (clock, r)
             _valid_everywhere(s)
@@ -500,8 +502,8 @@ def test_what_a_program_leaves_in_its_files_costs_the_next_one_nothing(sb, name,
         r = sb.run(src, 'run', budget_s=budget)
         assert r.ok, r
     listing = f"import os\ndef run(): return [sorted(set(os.listdir('/tmp')) - set({sorted(BOUND_UNDER_TMP)!r}))]"
-    rs = _valid_everywhere(sb, listing if sb.program_uids else VALID,
-                           (['job'],) if sb.program_uids else (1, 2.5))
+    rs = _valid_everywhere(sb, listing if sb.confined else VALID,       # a fresh /tmp per program in every confining mode
+                           (['job'],) if sb.confined else (1, 2.5))
     assert max(r.elapsed_s for r in rs) < 1.5, [r.elapsed_s for r in rs]   # the clock starts when the worker is ready
 
 

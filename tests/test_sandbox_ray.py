@@ -57,8 +57,12 @@ def test_hostile_program_fails_cleanly_through_ray(rsb, layers, name, source, ex
     wall = time.monotonic() - t
     assert r.ok is False and r.value is None, r
     assert re.match(expected, r.error or ""), f"{name}: {r.error!r}"
-    most = WALL_BACKSTOP * budget                                   # the CPU clock's backstop: a program that sleeps or waits
-    assert r.elapsed_s <= most + 2.0 and wall <= most + 5.0, (r.elapsed_s, wall)   # + Ray's dispatch
+    # CPU time bounded whatever the load; wall time only loosely (a starved program is slower, not cut: the backstop counts
+    # idle time only). Through Ray the fork bomb's 128 processes keep its zygote from looking for up to a second now and
+    # then (measured at load 13: 1.9 s of CPU for a 1 s budget), hence the slack
+    assert r.cpu_s <= 3 * budget + 0.5, r
+    most = 10 * WALL_BACKSTOP * budget
+    assert r.elapsed_s <= most and wall <= most + 5.0, (r.elapsed_s, wall)   # + Ray's dispatch
     assert r.timed_out == r.error.startswith("timeout"), r
     assert rsb.run("def run(): return [1, 2.5]", "run").value == [1, 2.5]
 

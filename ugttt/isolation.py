@@ -34,6 +34,17 @@ _ETC = ('ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'localtime', 'passwd', 'gro
 _DEVICES = ('null', 'zero', 'full', 'random', 'urandom', 'tty')
 _ZYGOTE_CAPS = {'CAP_SETUID': 7, 'CAP_SETGID': 6, 'CAP_SYS_ADMIN': 21, 'CAP_KILL': 5}   # kept by a root zygote (ugttt.sandbox)
 
+def _tmp_tops(
+    dirs: list, # directories to bind read-only
+) -> list:
+    "The directories right under /tmp or /dev/shm that hold some of `dirs` without being one: each gets a tmpfs, read-only once built."
+    out = []
+    for p in dirs:
+        base = next((b for b in ('/tmp', '/dev/shm') if p.startswith(b + '/')), None)
+        top = base and f"{base}/{p[len(base) + 1:].split('/')[0]}"
+        if top and top != p and top not in out: out.append(top)
+    return out
+
 def _python_dirs() -> list:
     "Directories the interpreter needs (prefixes and site-packages), minimal and not under /usr."
     cand = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
@@ -56,7 +67,7 @@ def _bwrap_prefix(
     a = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc',
          '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox']
     if drop_caps: a += ['--cap-drop', 'ALL', *(x for c in _ZYGOTE_CAPS for x in ('--cap-add', c))]
-    else: a += ['--unshare-user', '--disable-userns']
+    else: a += ['--unshare-user', '--disable-userns', '--cap-add', 'CAP_SYS_ADMIN']   # in its user namespace: fresh /tmp per program
     for d in _SYSTEM:
         if os.path.islink(d): a += ['--symlink', os.readlink(d), d]
         elif os.path.isdir(d): a += ['--ro-bind', d, d]
@@ -64,13 +75,15 @@ def _bwrap_prefix(
     for f in _ETC: a += ['--ro-bind-try', f'/etc/{f}', f'/etc/{f}']
     a += ['--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/tmp',
           '--dev', '/dev', '--perms', '1777', '--size', str(tmp_mb * 2**20), '--tmpfs', '/dev/shm']  # POSIX semaphores
-    made = set()
+    made, tops = set(), _tmp_tops(_python_dirs())
+    for top in tops: made.add(top); a += ['--perms', '0755', '--size', str(2**20), '--tmpfs', top]   # read-only below
     for p in _python_dirs():
         parts = p.split('/')
         for k in range(2, len(parts)):                      # bwrap would create the ancestors 0700: unreadable to the programs
             anc = '/'.join(parts[:k])
             if anc not in made: made.add(anc); a += ['--perms', '0755', '--dir', anc]
         a += ['--ro-bind', p, p]
+    for top in tops: a += ['--remount-ro', top]
     a += ['--proc', '/proc', '--remount-ro', '/dev', '--remount-ro', '/',   # only /tmp and /dev/shm are writable
           '--chdir', '/tmp', '--clearenv']
     for k, v in env.items(): a += ['--setenv', k, v]
@@ -131,6 +144,10 @@ def _new_root(
         if f'/etc/{f}' in src: bind(f'/etc/{f}')
     os.mkdir(R + '/tmp')
     mount('tmpfs', R + '/tmp', 'tmpfs', _MS_NOSUID | _MS_NODEV, size, 'mount /tmp')   # before the interpreter binds under /tmp
+    for top in _tmp_tops(spec['python_dirs']):                  # made read-only below with the rest: no way to a bind renamed
+        if top.startswith('/tmp/'):
+            os.mkdir(R + top)
+            mount('tmpfs', R + top, 'tmpfs', _MS_NOSUID | _MS_NODEV, 'mode=0755,size=1m', f'mount {top}')
     os.mkdir(R + '/dev')
     mount('tmpfs', R + '/dev', 'tmpfs', _MS_NOSUID | _MS_NOEXEC, 'mode=0755', 'mount /dev')
     for n in _DEVICES:
@@ -139,6 +156,10 @@ def _new_root(
         os.symlink(target, f'{R}/dev/{n}')
     os.mkdir(R + '/dev/shm')
     mount('tmpfs', R + '/dev/shm', 'tmpfs', _MS_NOSUID | _MS_NODEV, size, 'mount /dev/shm')   # POSIX semaphores
+    for top in _tmp_tops(spec['python_dirs']):
+        if top.startswith('/dev/shm/'):
+            os.mkdir(R + top)
+            mount('tmpfs', R + top, 'tmpfs', _MS_NOSUID | _MS_NODEV, 'mode=0755,size=1m', f'mount {top}')
     for p in spec['python_dirs']: bind(p)
     os.mkdir(R + '/proc')
     mount('proc', R + '/proc', 'proc', _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None, 'mount /proc')   # this pid namespace's
@@ -156,6 +177,28 @@ def _new_root(
     os.chdir('/tmp')
 
 # %% ../nbs/03_isolation.ipynb #eabbbefd
+def _root_userns(
+    libc,        # ctypes libc with errno
+    flags: int,  # the other namespaces to unshare with it
+) -> bool:
+    "As root: unshare a user namespace (with `flags`) mapping every uid and gid to itself; False, nothing unshared, where root may not."
+    me, (r, w) = os.getpid(), os.pipe()
+    helper = os.fork()                                         # a map of more than our own uid must be written from outside
+    if helper == 0:
+        try:
+            os.close(w)
+            if os.read(r, 1) != b'u': os._exit(1)
+            for f in ('uid_map', 'gid_map'):
+                with open(f'/proc/{me}/{f}', 'w') as fh: fh.write('0 0 4294967295')
+            os._exit(0)
+        except BaseException: os._exit(1)
+    os.close(r)
+    made = libc.unshare(flags | _NEWUSER) == 0
+    os.write(w, b'u' if made else b'n'); os.close(w)
+    mapped = os.waitstatus_to_exitcode(os.waitpid(helper, 0)[1]) == 0
+    if made and not mapped: raise OSError(1, 'could not map the uids of the user namespace made as root')
+    return made
+
 def _launch(
     spec: dict,  # ppid, files (build the new root), python_dirs, tmp_bytes, keep_caps (root: the capabilities kept)
     argv: list,  # the command to exec inside: the zygote
@@ -168,11 +211,16 @@ def _launch(
         prctl(1, signal.SIGKILL, 0, 0, 0)                          # PR_SET_PDEATHSIG: die with the sandbox's spawner thread
         if os.getppid() != spec['ppid']: os._exit(1)               # it died before we could say so
         uid, gid = os.getuid(), os.getgid()
-        flags = _NEWNS | _NEWPID | _NEWNET | _NEWIPC | _NEWUTS | (_NEWUSER if uid else 0)
-        _libc_call('unshare(CLONE_NEWUSER | NEWNS | NEWPID | NEWNET | NEWIPC | NEWUTS)' if uid else 'unshare', libc.unshare(flags))
+        flags = _NEWNS | _NEWPID | _NEWNET | _NEWIPC | _NEWUTS
         if uid:                                                    # the caller's uid and gid are the only ones inside
+            _libc_call('unshare(CLONE_NEWUSER | NEWNS | NEWPID | NEWNET | NEWIPC | NEWUTS)', libc.unshare(flags | _NEWUSER))
             for f, text in (('setgroups', 'deny'), ('uid_map', f'{uid} {uid} 1'), ('gid_map', f'{gid} {gid} 1')):
                 with open(f'/proc/self/{f}', 'w') as fh: fh.write(text)
+            userns = True
+        else: userns = spec['files'] and _root_userns(libc, flags)
+        if not userns: _libc_call('unshare', libc.unshare(flags))
+        if userns:
+            with open('/proc/sys/user/max_user_namespaces', 'w') as fh: fh.write('0')   # no user namespace below this one
         alive_r, alive_w = os.pipe()
         pid = os.fork()                                            # the child is pid 1 of the new pid namespace
         if pid:                                                    # the launcher holds nothing of the zygote's and waits
@@ -187,9 +235,15 @@ def _launch(
         if spec['files']: _new_root(libc, spec)
         else: _libc_call('mount /proc', libc.mount(b'proc', b'/proc', b'proc', _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None))
         _libc_call('sethostname', libc.sethostname(b'sandbox', 7))
-        if uid == 0 and spec['keep_caps'] is not None:             # root: exec keeps only these capabilities
+        if spec['keep_caps'] is not None:                          # exec keeps only these capabilities
             for c in range(int(open('/proc/sys/kernel/cap_last_cap').read()) + 1):
                 if c not in spec['keep_caps']: prctl(24, c, 0, 0, 0)   # PR_CAPBSET_DROP
+            if uid:                                                # not root: as ambient capabilities, in our user namespace only
+                head, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+                _libc_call('capget', libc.capget(head, data))
+                for c in spec['keep_caps']: data[2 + 3 * (c // 32)] |= 1 << (c % 32)   # inheritable
+                _libc_call('capset', libc.capset(head, data))
+                for c in spec['keep_caps']: prctl(47, 2, c, 0, 0)  # PR_CAP_AMBIENT_RAISE
         prctl(38, 1, 0, 0, 0)                                      # PR_SET_NO_NEW_PRIVS: no setuid binary gains anything
         os.execv(argv[0], argv)
     except BaseException as e:
@@ -206,8 +260,9 @@ def isolation_command(
     "The argv prefix that runs a command inside `mode`; the command follows it."
     if mode == 'limits': return []
     if mode == 'bwrap': return _bwrap_prefix(tmp_mb, env, drop_caps)
+    keep = sorted(_ZYGOTE_CAPS.values()) if drop_caps else [_ZYGOTE_CAPS['CAP_SYS_ADMIN']] if mode == 'mountns' and os.getuid() else None
     spec = {'ppid': os.getpid(), 'files': mode == 'mountns', 'python_dirs': _python_dirs() if mode == 'mountns' else [],
-            'tmp_bytes': tmp_mb * 2**20, 'keep_caps': sorted(_ZYGOTE_CAPS.values()) if drop_caps else None}
+            'tmp_bytes': tmp_mb * 2**20, 'keep_caps': keep}
     return [sys.executable, '-I', '-S', importlib.util.find_spec('ugttt.isolation').origin, '--ugttt-launch', json.dumps(spec), '--']
 
 # %% ../nbs/03_isolation.ipynb #eec65e28
@@ -299,6 +354,22 @@ def isolation_report() -> tuple[str, bool]:
         if not works: lines.append(f'           why it fails: {_PROBE_ERRORS.get(m)}')
     try: lines.append(f"isolation='auto' picks {detect_isolation()!r}"); ok = True
     except IsolationUnavailable as e: lines.append(f"isolation='auto' refuses: {e}"); ok = False
+    from ugttt.sandbox_worker import seccomp_filter
+    if seccomp_filter() is not None:
+        lines.append(f'seccomp filter ({platform.machine()}): loaded in every mode; sockets of AF_UNIX, AF_INET and AF_INET6 '
+                     'only (no AF_VSOCK, AF_NETLINK, AF_PACKET...), no keyring, namespaces, mounts, ptrace, bpf, io_uring')
+    else:
+        lines.append(f'seccomp filter: NONE on {platform.machine()} (it exists for x86-64 only): programs may open ANY socket '
+                     'family, AF_VSOCK (a virtual machine\'s channel to its hypervisor) and AF_NETLINK included, and reach the '
+                     'kernel keyring; the namespaces still hold, and in bwrap and mountns a normal user\'s programs get no '
+                     'capability and no nested user namespace')
+    from ugttt.sandbox import _cgroup_bases
+    if os.getuid() == 0 and 'memory' in _cgroup_bases():
+        lines.append("memory: a memory cgroup per worker caps a program's processes together at memory_mb (and its /tmp, /dev/shm)")
+    else:
+        lines.append("memory: no memory cgroup (it needs root and a writable cgroup hierarchy): the zygote's meter adds up the "
+                     "memory of a program's processes (anonymous and shared pages, memfds) every 50 ms and kills them past "
+                     'memory_mb; RLIMIT_AS caps each process; /tmp and /dev/shm are capped by their size (tmp_mb)')
     return '\n'.join(lines), ok
 
 # %% ../nbs/03_isolation.ipynb #2a865908

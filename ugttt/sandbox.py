@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 import numpy as np
-from .sandbox_worker import TICK_S, _recv_msg, _send_msg, seccomp_filter, to_plain   # to_plain: the child's half, re-exported
+from .sandbox_worker import MEMORY_POLL_S, TICK_S, _recv_msg, _send_msg, seccomp_filter, to_plain   # to_plain: the child's half, re-exported
 from .isolation import CONFINING, MODES, IsolationUnavailable, UnconfinedWarning, _python_dirs, detect_isolation, isolation_command
 
 # %% auto #0
@@ -99,7 +99,7 @@ def truncate_output(
 
 # %% ../nbs/03_sandbox.ipynb #f19a3363
 BUDGET_CLOCKS = ('cpu', 'wall')   # what a budget counts: the CPU seconds of the program's processes, or wall-clock seconds
-WALL_BACKSTOP = 3.0               # on the CPU clock: wall-clock time a program may take, in budgets (its waits for a CPU not counted)
+WALL_BACKSTOP = 3.0               # on the CPU clock: idle time a program may take, in budgets (wall time less its time on or waiting for a CPU)
 
 def budget_limits(
     budget_s: float,     # the budget, seconds (per CPU on the CPU clock)
@@ -134,9 +134,12 @@ def describe_outcome(
         if lost != 'timeout': return False, None, f'sandbox worker lost during the run: {lost}', False
         return False, None, over + ' (sandbox worker killed)' if wall else 'timeout: the sandbox worker stopped keeping time (killed)', True
     cpu = report.get('cpu', 0.0)
+    if report.get('limit') == 'memory':
+        return False, None, (f"memory limit ({memory_mb} MB) exceeded: its processes held {report.get('memory', 0) / 2**20:.0f} MB "
+                             "together (the zygote's memory meter)"), False
     if report.get('limit') == 'backstop':
         return False, None, (f"timeout: still running after {lim['backstop_s']:g} s, its wall-clock backstop ({WALL_BACKSTOP:g} x "
-                             f'the budget, waits for a CPU not counted), with {cpu:.2f} s of CPU time used'), True
+                             f'the budget of idle time: its time on a CPU or waiting for one not counted), with {cpu:.2f} s of CPU time used'), True
     if report.get('status') == 'timeout' or (elapsed_s > budget_s if wall else cpu > lim['cpu_budget_s']):
         return False, None, over, True                      # on the wall clock, the caller's clock counts too
     if data is None: return False, None, f'result too large: more than max_result_bytes={max_result_bytes} bytes', False
@@ -350,10 +353,9 @@ class _Worker:
         sb = self.sb
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         confined = sb.isolation in CONFINING
-        cfg = {'ctl_fd': child.fileno(), 'uid': self.uid, 'fresh': sb.program_uids, 'pidns': sb.isolation != 'limits',
-               'workroot': '/tmp' if confined else sb._workroot, 'tmp_bytes': sb.tmp_mb * 2**20,
-               'wipe': ['/tmp', '/dev/shm'] if confined and not sb.program_uids else [],
-               # interpreter dirs bound inside the private /tmp (e.g. a checkout under /tmp): bound again, never wiped
+        cfg = {'ctl_fd': child.fileno(), 'uid': self.uid, 'fresh': confined, 'pidns': sb.isolation != 'limits',
+               'workroot': '/tmp' if confined else sb._workroot, 'tmp_bytes': sb.tmp_mb * 2**20, 'wipe': [],
+               # interpreter dirs under /tmp (e.g. a checkout there): bound again in each program's fresh /tmp, read-only
                'keep': [p for p in _python_dirs() if p.startswith(('/tmp/', '/dev/shm/'))] if confined else [],
                'seccomp': sb._seccomp.hex() if sb._seccomp else None,
                'preload': list(sb.preload), 'extra_path': sb._extra_path}
@@ -421,7 +423,8 @@ class _Worker:
         oom0 = self.cg.oom_kills() if self.cg else 0
         wall = sb.budget_clock == 'wall'
         job = {'source': source, 'entry': entry, **budget_limits(budget_s, sb.budget_clock, sb.cpus), 'memory_mb': sb.memory_mb,
-               'max_result_bytes': sb.max_result_bytes, 'fsize_bytes': sb.tmp_mb * 2**20, 'nproc': sb.max_procs}
+               'max_result_bytes': sb.max_result_bytes, 'fsize_bytes': sb.tmp_mb * 2**20, 'nproc': sb.max_procs,
+               'meter_memory_mb': None if 'memory' in sb._cg_bases else sb.memory_mb}   # no memory cgroup: the zygote's meter
         sel = selectors.DefaultSelector()
         try:
             t0 = time.monotonic()                                  # the worker is ready: the program's clock starts
@@ -560,9 +563,10 @@ class Sandbox:
             warnings.warn_explicit(f'ugttt.sandbox: isolation={self.isolation!r} does not confine files: generated programs may '
                                    f'change or delete anything you can ({MODES[self.isolation][1]}). Install bubblewrap, or see '
                                    '`ugttt doctor`.', UnconfinedWarning, caller.f_code.co_filename, caller.f_lineno, registry={})
-        # as root in a confining mode: a uid per worker for its programs, fresh /tmp, /dev/shm and IPC namespace per program
+        # as root in a confining mode: a uid per worker for its programs; in a confining mode, for any caller, a fresh /tmp,
+        # /dev/shm and IPC namespace per program (as not root, made with CAP_SYS_ADMIN in the sandbox's user namespace)
         self.program_uids = os.getuid() == 0 and self.confined
-        self._seccomp = seccomp_filter(deny_ipc=not self.program_uids)
+        self._seccomp = seccomp_filter(deny_ipc=not self.program_uids)   # not root: SysV memory no meter could count
         self._cg_bases = _cgroup_bases() if os.getuid() == 0 else {}
         site = set(_python_dirs()) | {p for p in sys.path if os.path.basename(p.rstrip('/')) in ('site-packages', 'dist-packages')}
         self._extra_path = [p for p in sys.path if os.path.isdir(p) and p in site]   # for the zygote's `python -I`
@@ -573,11 +577,15 @@ class Sandbox:
             self.missing.append('running as root unconfined without a writable pids cgroup: the number of processes '
                                 'a program may start is NOT capped (RLIMIT_NPROC does not apply to root)')
         if not self.program_uids:
-            self.missing.append("programs run under their zygote's uid, in a wiped (not fresh) /tmp, and share its IPC "
-                                'namespace (needs root and a confining mode): the zygote checks itself after each program instead')
-        if self._seccomp is None: self.missing.append(f'no seccomp filter on {platform.machine()} (x86-64 only)')
+            self.missing.append("programs run under their zygote's uid (a uid per worker needs root and a confining mode): "
+                                'the zygote checks itself after each program instead'
+                                + ('' if self.confined else '; programs share a wiped (not fresh) work directory and IPC namespace'))
+        if self._seccomp is None: self.missing.append(f'no seccomp filter on {platform.machine()} (x86-64 only): programs may open '
+                                                      'any socket family (AF_VSOCK, AF_NETLINK...) and reach the kernel keyring')
         lacking = [c for c in ('pids', 'memory', 'cpu') if c not in self._cg_bases]
-        if lacking: self.missing.append(f"no {'/'.join(lacking)} cgroup per worker (needs root and a writable hierarchy)")
+        if lacking: self.missing.append(f"no {'/'.join(lacking)} cgroup per worker (needs root and a writable hierarchy)"
+                                        + ("; the zygote's meter caps the memory of a program's processes together instead"
+                                           if 'memory' in lacking else ''))
         if self.missing and self.confined:                     # an unconfined sandbox has just said worse
             self._warn_once('; '.join(self.missing))
         self._workroot = None
@@ -602,15 +610,19 @@ class Sandbox:
     def _describe_layers(self) -> list:
         "What isolation is really in use, in words."
         L = [f'{self.isolation}: {MODES[self.isolation][1]}']
-        if self.program_uids:
+        if self.confined:
             L.append(f'per program: fresh /tmp and /dev/shm ({self.tmp_mb} MB tmpfs each) and IPC namespace; '
-                     "a uid per worker, not the zygote's, no capabilities")
-        elif self.confined: L.append('user namespace, no capabilities (caller is not root); /tmp wiped per program')
+                     + ("a uid per worker, not the zygote's, no capabilities" if self.program_uids else
+                        "user namespace (caller is not root), the zygote's uid, no capabilities, no nested user namespace"))
         if self._seccomp is not None:
-            L.append('seccomp deny-list and no_new_privs: keyring, namespaces, mounts, ptrace, bpf, io_uring, perf'
+            L.append('seccomp deny-list and no_new_privs: keyring, namespaces, mounts, ptrace, bpf, io_uring, perf; '
+                     'sockets of AF_UNIX, AF_INET and AF_INET6 only (no AF_VSOCK, AF_NETLINK, AF_PACKET...)'
                      + ('' if self.program_uids else ', System V IPC and POSIX queues'))
         for c in self._cg_bases:
             L.append(f'{c} cgroup per worker' + {'pids': f' (pids.max={self.max_procs + 8})', 'cpu': f' (quota {self.cpus} CPU)'}.get(c, ''))
+        if 'memory' not in self._cg_bases:
+            L.append(f"memory meter: the zygote adds up the memory of a program's processes (anonymous and shared pages, memfds) "
+                     f'every {MEMORY_POLL_S * 1000:g} ms and kills them past {self.memory_mb} MB')
         L.append(f'rlimits per program: AS=mapped+{self.memory_mb} MB, NPROC={self.max_procs}'
                  + ('' if os.getuid() != 0 or self.program_uids else ' (not enforced for root)')
                  + f', FSIZE={self.tmp_mb} MB, CORE=0, MSGQUEUE=0; BLAS/OpenMP threads={self.cpus}')
@@ -619,8 +631,8 @@ class Sandbox:
                      'clock and kills the worker at budget + 1.5 s; a worker is health-checked after every program')
         else:
             L.append(f'clocks: the zygote kills when the CPU time of the program\'s processes reaches the budget (per CPU; '
-                     f'RLIMIT_CPU per process) or at a backstop of {WALL_BACKSTOP:g} budgets of wall-clock time, waits for a '
-                     f'CPU not counted; the caller kills a worker silent for {_Worker.SILENT_S:g} s; a worker is '
+                     f'RLIMIT_CPU per process) or at a backstop of {WALL_BACKSTOP:g} budgets of idle time (time on or waiting for a '
+                     f'CPU not counted); the caller kills a worker silent for {_Worker.SILENT_S:g} s; a worker is '
                      'health-checked after every program')
         return L
 

@@ -8,7 +8,7 @@ import ctypes, json, os, platform, random, select, shutil, signal, socket, struc
 from typing import Any
 
 # %% auto #0
-__all__ = ['TICK_S', 'to_plain', 'seccomp_filter']
+__all__ = ['TICK_S', 'MEMORY_POLL_S', 'to_plain', 'seccomp_filter']
 
 # %% ../nbs/02_sandbox_worker.ipynb #d7ac6640
 def to_plain(
@@ -97,6 +97,9 @@ _DENY_X86_64 = {  # name: number on x86-64 (the kernel's arch/x86/entry/syscalls
 }
 _IPC_X86_64 = {'shmget': 29, 'semget': 64, 'msgget': 68, 'mq_open': 240}
 _CLONE, _CLONE3 = 56, 435
+_SOCKET_X86_64 = (41, 53)   # socket, socketpair: their first argument is the address family
+_FAMILIES = {'AF_UNIX': 1, 'AF_INET': 2, 'AF_INET6': 10}   # the only families a program may open (no AF_VSOCK, AF_NETLINK, AF_PACKET...)
+_EAFNOSUPPORT = 97
 _CLONE_NEW = 0x7E020000   # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
 
 def seccomp_filter(
@@ -113,12 +116,17 @@ def seccomp_filter(
             (LD, 0, 0, 0),                                         # seccomp_data.nr
             (JGE, 'deny', 0, 0x40000000)]                          # the x32 ABI: refused
     code += [(JEQ, 'deny', 0, nr) for nr in nrs]
+    code += [(JEQ, 'socket', 0, nr) for nr in _SOCKET_X86_64]
     code += [(JEQ, 'nosys', 0, _CLONE3),
              (JEQ, 0, 'allow', _CLONE),
              (LD, 0, 0, 16),                                       # clone's flags: args[0], low 32 bits
              (JSET, 'deny', 'allow', _CLONE_NEW)]
-    labels = {'allow': len(code), 'deny': len(code) + 1, 'nosys': len(code) + 2}
+    labels = {'allow': len(code), 'deny': len(code) + 1, 'nosys': len(code) + 2, 'socket': len(code) + 3}
     code += [(RET, 0, 0, ALLOW), (RET, 0, 0, ERRNO | 1), (RET, 0, 0, ERRNO | 38)]   # EPERM, ENOSYS
+    code += [(LD, 0, 0, 16)]                                       # socket's family: args[0], an int
+    labels['family ok'] = len(code) + len(_FAMILIES) + 1           # jumps go forward only: an ALLOW of its own
+    code += [(JEQ, 'family ok', 0, f) for f in _FAMILIES.values()]
+    code += [(RET, 0, 0, ERRNO | _EAFNOSUPPORT), (RET, 0, 0, ALLOW)]   # any other family, as if the kernel lacked it
     out = bytearray()
     for i, (op, jt, jf, k) in enumerate(code):
         jt, jf = (labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf))
@@ -155,10 +163,23 @@ def _check(
         e = ctypes.get_errno(); raise OSError(e, f'{what}: {os.strerror(e)}')
 
 # %% ../nbs/02_sandbox_worker.ipynb #ad5b57b1
+def _keep_top(
+    p: str, # a read-only bind under /tmp or /dev/shm
+) -> str:
+    "The directory right under /tmp or /dev/shm that holds `p`."
+    base = '/dev/shm' if p.startswith('/dev/shm/') else '/tmp'
+    return f"{base}/{p[len(base) + 1:].split('/')[0]}"
+
+def _drop_caps(libc) -> None:
+    "Give up every capability: ambient, effective, permitted and inheritable."
+    _prctl(47, 4, 0, 0, 0)                                        # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    head, data = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()   # _LINUX_CAPABILITY_VERSION_3: all zero
+    _check(libc.capset(head, data), 'capset')
+
 def _confine(
     cfg: dict, # the zygote's configuration: fresh, tmp_bytes, keep, uid, workroot
 ) -> str:
-    "In a freshly forked child: own /tmp, /dev/shm and IPC objects, then the worker's uid; returns the work directory."
+    "In a freshly forked child: own /tmp, /dev/shm and IPC objects, then the worker's uid and no capabilities; returns the work directory."
     libc = ctypes.CDLL(None, use_errno=True)
     if cfg.get('fresh'):
         _check(libc.unshare(0x00020000 | 0x08000000), 'unshare(CLONE_NEWNS | CLONE_NEWIPC)')
@@ -166,14 +187,23 @@ def _confine(
         keep = [(p, os.open(p, os.O_PATH)) for p in cfg.get('keep', ())]      # reachable after /tmp is covered
         opts = f"size={cfg['tmp_bytes']},mode=1777".encode()
         for d in (b'/tmp', b'/dev/shm'): _check(libc.mount(b'tmpfs', d, b'tmpfs', 2 | 4, opts), f'mount tmpfs on {d.decode()}')
+        old = os.umask(0o022)
+        for top in dict.fromkeys(_keep_top(p) for p, _ in keep):   # each on a tmpfs of its own, read-only once built:
+            os.mkdir(top, 0o755)                                   # no directory on the way to a bind can be renamed
+            if top not in cfg['keep']: _check(libc.mount(b'tmpfs', top.encode(), b'tmpfs', 2 | 4, b'size=1m,mode=0755'), f'mount {top}')
         for p, fd in keep:
             os.makedirs(p, mode=0o755, exist_ok=True)
             _check(libc.mount(f'/proc/self/fd/{fd}'.encode(), p.encode(), None, 4096 | (1 << 14), None), f'bind {p}')
-            _check(libc.mount(None, p.encode(), None, 4096 | 32 | 1 | 2 | 4, None), f'remount {p} read-only')
+            locked = os.statvfs(p).f_flag & (4 | 8)                # MS_NODEV | MS_NOEXEC: a user namespace keeps them
+            _check(libc.mount(None, p.encode(), None, 4096 | 32 | 1 | 2 | 4 | locked, None), f'remount {p} read-only')
             os.close(fd)
+        for top in dict.fromkeys(_keep_top(p) for p, _ in keep):
+            if top not in cfg['keep']: _check(libc.mount(None, top.encode(), None, 4096 | 32 | 1 | 2 | 4, None), f'remount {top} read-only')
+        os.umask(old)
     uid = cfg.get('uid')
     if uid is not None:
         os.setgroups([]); os.setresgid(uid, uid, uid); os.setresuid(uid, uid, uid)
+    if cfg.get('fresh'): _drop_caps(libc)                          # a zygote in a user namespace holds CAP_SYS_ADMIN there
     if cfg.get('fresh'): jobdir = '/tmp/job'; os.mkdir(jobdir, 0o700)
     else: jobdir = tempfile.mkdtemp(prefix='job-', dir=cfg['workroot'])
     return jobdir
@@ -338,10 +368,9 @@ def _sweep(
 
 # %% ../nbs/02_sandbox_worker.ipynb #da3f6218
 def _wipe(
-    dirs: list,      # directories whose contents must go (the work root; /tmp and /dev/shm in a confining mode)
-    keep: list = (), # read-only binds inside `dirs` (an interpreter or venv under /tmp): kept with their ancestors
+    dirs: list, # directories whose contents must go (the work root of an unconfined mode)
 ) -> bool:
-    "Remove everything under `dirs` but `keep`, fixing permissions the program took away; True when clean, never raises."
+    "Remove everything under `dirs`, fixing permissions the program took away; True when clean, never raises."
     def fix(func, path, exc):
         try:
             os.chmod(os.path.dirname(path), 0o700)
@@ -350,7 +379,6 @@ def _wipe(
         except OSError: pass
     try:
         clean = True
-        keep = [k.rstrip('/') for k in keep]
         dirs = list(dirs)
         for d in dirs:
             try: names = os.listdir(d)
@@ -358,10 +386,6 @@ def _wipe(
             except OSError: clean = False; continue
             for n in names:
                 p = os.path.join(d, n)
-                if p in keep: continue
-                if any(k.startswith(p + '/') for k in keep):   # an ancestor of a bind: clear what else it holds
-                    if os.path.isdir(p) and not os.path.islink(p): dirs.append(p)
-                    continue
                 try:
                     if os.path.isdir(p) and not os.path.islink(p): shutil.rmtree(p, onerror=fix)
                     else: os.unlink(p)
@@ -374,7 +398,8 @@ def _wipe(
 _CLK_TCK = os.sysconf('SC_CLK_TCK')   # the unit of the times in /proc/<pid>/stat
 
 def _cpu_s(
-    pids: list, # the processes to count; one that is gone counts 0
+    pids: list,           # the processes to count; one that is gone counts 0
+    threads: dict = None, # filled with pid -> its number of threads, where given
 ) -> float:
     "CPU seconds of `pids` and of the children each has reaped: utime + stime + cutime + cstime from /proc/<pid>/stat."
     ticks = 0
@@ -382,50 +407,108 @@ def _cpu_s(
         try:
             with open(f'/proc/{p}/stat', 'rb') as f: fields = f.read().rpartition(b')')[2].split()
             ticks += sum(int(x) for x in fields[11:15])          # fields 14-17 of proc(5), counted after the name's ')'
-        except (OSError, ValueError): pass
+            if threads is not None: threads[p] = int(fields[17])   # field 20
+        except (OSError, ValueError, IndexError): pass
     return ticks / _CLK_TCK
 
 # %% ../nbs/02_sandbox_worker.ipynb #aceef805
-def _run_delay_s(
-    pid: int, # a process
-) -> float:
-    "Seconds the main thread of `pid` has waited for a CPU while runnable (/proc/<pid>/schedstat); 0.0 where unreadable."
-    try:
-        with open(f'/proc/{pid}/schedstat', 'rb') as f: return int(f.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError): return 0.0
+def _sched_s(
+    pids: list,           # processes: every thread of each counts
+    last: dict,           # tid -> its latest (on a CPU, waiting for one), updated here: a thread that has ended keeps counting
+    threads: dict = None, # pid -> its number of threads (from _cpu_s): a process of one thread is read in one file
+) -> tuple:
+    "Seconds the threads of `pids` and every thread seen before in `last` spent (on a CPU, on a CPU or waiting for one)."
+    for p in pids:
+        if threads and threads.get(p) == 1: tids, path = [str(p)], f'/proc/{p}/schedstat'   # a fork bomb's: half the reads
+        else:
+            try: tids, path = os.listdir(f'/proc/{p}/task'), None
+            except OSError: continue
+        for t in tids:
+            try:
+                with open(path or f'/proc/{p}/task/{t}/schedstat', 'rb') as f: run, wait = (int(x) / 1e9 for x in f.read().split()[:2])
+                k = int(t)
+            except (OSError, ValueError): continue
+            if run < last.get(k, (0.0, 0.0))[0]: last[(k, len(last))] = last[k]   # the tid was reused: the old thread's time stays
+            last[k] = (run, wait)
+    return sum(r for r, _ in last.values()), sum(r + w for r, w in last.values())
 
 # %% ../nbs/02_sandbox_worker.ipynb #54dbebc0
+def _mem_bytes(
+    pids: list,  # the program's processes; one that is gone counts 0
+    exact: bool, # PSS (shared pages divided among their sharers; costlier) instead of RSS (an upper bound)
+) -> int:
+    "Memory `pids` hold: anonymous and shared-memory pages they map, plus every memfd they have open (counted once)."
+    total, seen = 0, set()
+    for p in pids:
+        try:
+            if exact:
+                with open(f'/proc/{p}/smaps_rollup', 'rb') as f: rows = dict(l.split(b':', 1) for l in f if b':' in l)
+                total += sum(int(rows[k].split()[0]) for k in (b'Pss_Anon', b'Pss_Shmem') if k in rows) * 1024 if b'Pss_Anon' in rows \
+                         else int(rows[b'Pss'].split()[0]) * 1024            # a kernel before 5.x: all of PSS
+            else:
+                with open(f'/proc/{p}/status', 'rb') as f:
+                    total += sum(int(l.split()[1]) for l in f if l.startswith((b'RssAnon:', b'RssShmem:'))) * 1024
+            for fd in os.listdir(f'/proc/{p}/fd'):                      # a memfd holds memory whether mapped or not
+                try:
+                    if not os.readlink(f'/proc/{p}/fd/{fd}').startswith('/memfd:'): continue
+                    st = os.stat(f'/proc/{p}/fd/{fd}')
+                    if st.st_ino not in seen: seen.add(st.st_ino); total += st.st_blocks * 512
+                except OSError: pass
+        except (OSError, ValueError, KeyError): pass
+    return total
+
 _NCPU = len(os.sched_getaffinity(0))   # CPUs a program may run on at once: its CPU time grows at most this fast
 TICK_S = 1.0                           # during a program the zygote tells the caller this often that it is keeping time
 
+MEMORY_POLL_S = 0.05                   # how often the memory meter looks, where it is on
+
 class _Meter:
-    "A program's clocks from its job's dispatch: wall seconds, CPU seconds of its processes, and own seconds (wall less its waits for a CPU)."
+    "A program's clocks from its job's dispatch (wall seconds, CPU seconds of its processes, own seconds: wall less the time its threads ran or waited for a CPU), and where asked its memory."
     def __init__(self,
                  pid: int,   # the program's process (the spare child, before it has the job)
-                 pids,       # () -> every process of the program, for its CPU time
-                 job: dict): # clock ('cpu' or 'wall'), budget_s, and on the CPU clock cpu_budget_s and backstop_s
+                 pids,       # () -> every process of the program, for its CPU time and memory
+                 job: dict): # clock ('cpu' or 'wall'), budget_s, on the CPU clock cpu_budget_s and backstop_s; meter_memory_mb
         self.pid, self.pids, self.clock = pid, pids, job.get('clock', 'wall')
         self.budget, self.cpu_budget, self.backstop = job['budget_s'], job.get('cpu_budget_s'), job.get('backstop_s')
-        self.cpu0, self.delay0, self.cpu, self.own = _cpu_s([pid]), _run_delay_s(pid), 0.0, 0.0
+        self.cpu, self.own, self.mem, self._sched = 0.0, 0.0, 0, {}
+        self.cpu0, (self.run0, self.busy0) = _cpu_s([pid]), _sched_s([pid], self._sched)   # what the spare used confining itself
+        self.mem_limit, self._exact = None, None                # memory_mb plus what the zygote holds; (RSS, PSS) at the last exact look
+        if job.get('meter_memory_mb'): self.mem_limit = job['meter_memory_mb'] * 2**20 + _mem_bytes([os.getpid()], exact=False)
         self.t0 = time.monotonic()
 
     def wall(self) -> float: return time.monotonic() - self.t0
 
     def read(self) -> None:
-        "Update `cpu` and `own` from /proc; neither goes back (a child reaped with SIGCHLD ignored takes its time along)."
-        self.cpu = max(self.cpu, _cpu_s(self.pids()) - self.cpu0)
-        self.own = max(self.own, self.wall() - (_run_delay_s(self.pid) - self.delay0))
+        "Update `cpu` and `own` from /proc; neither goes back (a child reaped with SIGCHLD ignored counts what it was last seen using)."
+        pids, threads = self.pids(), {}
+        cpu = _cpu_s(pids, threads)
+        run, busy = _sched_s(pids, self._sched, threads)
+        self.cpu = max(self.cpu, cpu - self.cpu0, run - self.run0)
+        self.own = max(self.own, self.wall() - (busy - self.busy0))
+
+    def over_memory(self) -> bool:
+        "Whether the program's processes hold more than its memory limit: a cheap upper bound first, PSS only when that is over."
+        if self.mem_limit is None: return False
+        pids = self.pids()
+        rss = _mem_bytes(pids, exact=False)
+        if rss <= self.mem_limit: return False
+        if self._exact and rss - self._exact[0] < self.mem_limit - self._exact[1]: return False   # not grown enough since
+        pss = _mem_bytes(pids, exact=True)                      # shared pages (the zygote's, a forked array) counted once
+        self._exact, self.mem = (rss, pss), max(self.mem, pss)
+        return pss > self.mem_limit
 
     def over(self) -> str | None:
-        "The limit the program has reached: 'wall' (the wall clock's budget), 'cpu' (its CPU budget), 'backstop', or None."
+        "The limit the program has reached: 'memory', 'wall' (the wall clock's budget), 'cpu' (its CPU budget), 'backstop', or None."
+        if self.over_memory(): return 'memory'
         if self.clock == 'wall': return 'wall' if self.wall() >= self.budget else None
         self.read()
         return 'cpu' if self.cpu >= self.cpu_budget else 'backstop' if self.own >= self.backstop else None
 
     def wait_s(self) -> float:
-        "Seconds before the program can reach a limit, at the earliest."
-        if self.clock == 'wall': return self.budget - self.wall()
-        return max(0.005, min((self.cpu_budget - self.cpu) / _NCPU, self.backstop - self.own))
+        "Seconds before the program can reach a limit, at the earliest (its memory: the next look)."
+        mem = MEMORY_POLL_S if self.mem_limit is not None else float('inf')
+        if self.clock == 'wall': return min(mem, self.budget - self.wall())
+        return max(0.005, min(mem, (self.cpu_budget - self.cpu) / _NCPU, self.backstop - self.own))
 
 # %% ../nbs/02_sandbox_worker.ipynb #a69a0abf
 def _fork_spare(
@@ -491,27 +574,28 @@ def _zygote_job(
     if pidfd is not None: os.close(pidfd)
     if limit or caller_gone or done: _kill_all(cfg['pidns'], pid)
     if caller_gone: _finish_job(pid, cfg); os._exit(0)
-    if limit or done: report = {'status': 'timeout' if limit else 'exited', 'code': 0 if done else None, 'signal': None}
+    if limit or done: report = {'status': ('memory' if limit == 'memory' else 'timeout') if limit else 'exited',
+                                'code': 0 if done else None, 'signal': None}
     else:
         _, status = os.waitpid(pid, 0)                          # already a zombie: it exited by itself
         pid = None
         report = {'status': 'signaled' if os.WIFSIGNALED(status) else 'exited',
                   'code': os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                   'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}
-    report.update(elapsed=elapsed, cpu=meter.cpu, limit=limit)
+    report.update(elapsed=elapsed, cpu=meter.cpu, limit=limit, memory=meter.mem)
     return report, pid
 
 # %% ../nbs/02_sandbox_worker.ipynb #f98abe4d
 def _finish_job(
     pid: int | None, # the child, when it is still to be reaped
-    cfg: dict,       # the zygote's configuration (pidns, wipe, keep)
+    cfg: dict,       # the zygote's configuration (pidns, wipe)
 ) -> bool:
-    "After the report: reap the child, sweep what it left, wipe the work directories if not fresh; True when clean."
+    "After the report: reap the child, sweep what it left, wipe the work directory if not fresh; True when clean."
     if pid is not None:
         try: os.waitpid(pid, 0)
         except ChildProcessError: pass
     clean = _sweep(cfg['pidns'])
-    return _wipe(cfg['wipe'], keep=cfg.get('keep', ())) and clean
+    return _wipe(cfg['wipe']) and clean
 
 # %% ../nbs/02_sandbox_worker.ipynb #a2576a6a
 def _state() -> dict:
@@ -543,7 +627,7 @@ def _zygote_main(
     try:
         nul = os.open(os.devnull, os.O_RDWR); os.dup2(nul, 0); os.dup2(nul, 1); os.close(nul)
         caps = {l.split(':')[0]: int(l.split()[1], 16) for l in open('/proc/self/status') if l.startswith('Cap')}
-        if cfg.get('uid') is not None and caps['CapEff'] & ~_ZYGOTE_CAPS:
+        if cfg.get('fresh') and caps['CapEff'] & ~_ZYGOTE_CAPS:
             raise RuntimeError(f"the zygote holds more capabilities than it needs: {caps['CapEff']:#x}")
         if not cfg.get('fresh') and not cfg.get('wipe'):           # a host directory: a work root of its own, wiped
             cfg['workroot'] = tempfile.mkdtemp(prefix='w-', dir=cfg['workroot'])
