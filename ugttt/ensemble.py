@@ -149,14 +149,12 @@ class StackedLoRAEnsemble(nn.Module):
                 adapter_index: Tensor | int,         # (N,) int64 adapter of each row, or one adapter for all rows
                 attention_mask: Tensor | None = None,  # (N, L) 1 = real token, L = past + T
                 position_ids: Tensor | None = None,    # (N, T)
-                past_key_values=None,                # the KV cache of earlier steps (a transformers Cache)
-                **kwargs):                           # passed on to the model (use_cache, logits_to_keep, ...)
+                **kwargs):  # passed on to the model: the KV cache of earlier steps (past_key_values; cache from transformers 5.24), use_cache, ...
         "Run the model with row n under adapter adapter_index[n]; the output of the bare model's forward."
         if not isinstance(input_ids, Tensor) or input_ids.dim() != 2:
             raise ValueError(f"input_ids must be a (rows, T) tensor of token ids, got {getattr(input_ids, 'shape', type(input_ids).__name__)}")
         self.route.set(adapter_index, self.n_adapters, input_ids.shape[0], self._layers[0].lora_A.device)
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          past_key_values=past_key_values, **kwargs)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
 
 # %% ../nbs/15_ensemble.ipynb #b635f7ee
 def _check_ensemble_args(n_adapters, rank, alpha, dropout, target_modules, b_init_std, seed, identical_init) -> None:
