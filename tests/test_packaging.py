@@ -1,4 +1,4 @@
-"""What `pip install ugttt` brings is enough to import the package (issue 37). settings.ini's `requirements` is what a
+"""What `pip install ugttt` brings is enough to import the package. settings.ini's `requirements` is what a
 plain install gets; the dev extras (nbdev, fastcore, pytest, ...) are not there. Every import that runs when a ugttt
 module is imported (module level, class bodies included) must be the standard library, ugttt itself or a declared
 requirement; an import inside a function may also come from an optional extra (the feature says which extra to
@@ -79,7 +79,7 @@ def test_every_import_of_the_package_is_declared():
 
 
 def test_the_check_finds_a_dev_only_import():
-    "The check can fail: fastcore at module level (issue 37's bug), an undeclared package in a function, a dev tool."
+    "The check can fail: fastcore at module level (the bug this test was written for), an undeclared package in a function, a dev tool."
     reqs, extras = declared()
     dists_of = md.packages_distributions()
     src = ("from __future__ import annotations\nimport json, numpy as np\nfrom fastcore.basics import patch\n"
