@@ -9,7 +9,7 @@ warning (a library deprecation printed on every run is a bug we fix at its sourc
 `--extras ray,trl,tensorboard` also installs `<wheel>[extra]`, each extra into a fresh venv of its own, and imports its
 feature (`make slow`: about a minute or more each). Prints each phase's seconds; exits 1 on the first failure.
 Usage: python tools/wheel_smoke.py [--extras ray,trl,tensorboard] [--keep]"""
-import argparse, os, shutil, subprocess, sys, tempfile, time, zipfile
+import argparse, os, re, shutil, subprocess, sys, tempfile, time, zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,11 +52,10 @@ assert len(ds) == 2 and set(ds.column_names) == {"prompt", "parent"}, ds
 print("trl", trl.__version__, "prompt_dataset", len(ds), "rows")
 """,
     "tensorboard": """
-import json, sys, tempfile
 from pathlib import Path
 from ugttt.tracking import check_report_to, open_tracker
 assert check_report_to("tensorboard") == ("tensorboard",)
-d = Path(tempfile.mkdtemp())
+d = Path("runs/tracking").resolve(); d.mkdir(parents=True)   # in the smoke's work folder, removed with it
 t = open_tracker("tensorboard", d, "smoke", {"task": "cp26"})
 t.log({"train/reward/exec/best": 1.0}, 0); t.close()
 assert any((d / "tensorboard").iterdir()), "no event file written"
@@ -108,17 +107,17 @@ def build_wheel(src: Path, out: Path) -> Path:
 
 def check_wheel(whl: Path, src: Path) -> None:
     "Every package file of the checkout is in the wheel (the embedded model included), with the console script; no dev requirement outside the dev extra."
-    names = set(zipfile.ZipFile(whl).namelist())
+    wheel = zipfile.ZipFile(whl)
+    names = set(wheel.namelist())
     want = {str(p.relative_to(src)) for p in (src / "ugttt").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
     missing = sorted(want - names)
     if missing: raise Failed(f"{whl.name} lacks {len(missing)} package files, e.g. {missing[:5]} (setup.py package_data)")
-    meta = zipfile.ZipFile(whl)
     dist = next(n for n in names if n.endswith(".dist-info/METADATA"))
-    reqs = [l.split(":", 1)[1].strip() for l in meta.read(dist).decode().splitlines() if l.startswith("Requires-Dist:")]
+    reqs = [l.split(":", 1)[1].strip() for l in wheel.read(dist).decode().splitlines() if l.startswith("Requires-Dist:")]
     core = [r for r in reqs if "extra ==" not in r]
-    dev = [r for r in core if r.split(">")[0].split("=")[0].split("<")[0].strip().lower() in ("fastcore", "nbdev", "execnb", "pytest")]
+    dev = [r for r in core if re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() in ("fastcore", "nbdev", "execnb", "pytest")]
     if dev: raise Failed(f"dev tools are core requirements of the wheel: {dev}")
-    eps = meta.read(dist.replace("METADATA", "entry_points.txt")).decode()
+    eps = wheel.read(dist.replace("METADATA", "entry_points.txt")).decode()
     if "ugttt = ugttt.cli:main" not in eps: raise Failed(f"no `ugttt` console script in the wheel:\n{eps}")
     print(f"wheel smoke: {whl.name}: {len(names)} files, {len(want)} package files all present, {len(core)} requirements")
 
