@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test test-fast check-sync readme slow docs docs-slow docs-test table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a bench clean
+.PHONY: install system-deps test test-fast wheel-smoke check-sync readme slow docs docs-slow docs-test table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -42,15 +42,26 @@ check-sync: install
 readme: install
 	$(BIN)/python tools/make_readme.py
 
-test: install check-sync
-	$(BIN)/python -m pytest -q --strict-markers tests
+# The pip user's path: a wheel built from this checkout (out of tree), installed with pip into a fresh venv that
+# has only the pinned torch (no requirements.txt, no dev extras), then from a folder outside the checkout every public
+# module imported, `ugttt doctor`, a 1-epoch tiny `ugttt train` and `ugttt report`. About 1.5 min idle (tools/wheel_smoke.py).
+wheel-smoke: install
+	$(BIN)/python tools/wheel_smoke.py
+
+# What CI runs (.ci/run). About 13 min on an idle 2-core machine: the wheel smoke, then pytest with a line per test file
+# and the 25 slowest tests at the end (tests marked slow and `#| slow` cells run in `make slow`).
+test: install check-sync wheel-smoke
+	$(BIN)/python -m pytest --strict-markers --durations=25 tests
 
 # The fast loop, under 2 min on 2 cores: math, tasks and unit tests and the fast notebooks (markers: pytest.ini).
 test-fast: install
-	$(BIN)/python -m pytest -q --strict-markers -m "not (notebook or reproduce or training or model or sandbox or ray or large or docs)" tests
+	$(BIN)/python -m pytest -q --strict-markers -m "not (notebook or reproduce or training or model or sandbox or ray or large or docs or slow)" tests
 
+# Everything: `make test`'s suite with the tests marked slow and the `#| slow` cells, and the wheel smoke of each extra
+# ([ray], [trl], [tensorboard]: a fresh venv each, about a minute or two each).
 slow: install
-	UGTTT_SLOW=1 $(BIN)/python -m pytest -q --strict-markers tests
+	$(BIN)/python tools/wheel_smoke.py --extras ray,trl,tensorboard
+	UGTTT_SLOW=1 $(BIN)/python -m pytest --strict-markers --durations=25 tests
 
 # The documentation site (tools/build_docs.py): every notebook executed into _build/docs (the committed ones stay
 # clean; `#| slow` cells shown from docs/cache/slow_cells.json, with a note saying so), rendered with the README as

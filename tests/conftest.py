@@ -1,5 +1,7 @@
 """Suite-wide settings: hypothesis runs reproducibly (same examples every run, no timing deadline on a loaded 2-core
-machine), and fastcore's test helpers imported into a test module are not collected as tests themselves."""
+machine), fastcore's test helpers imported into a test module are not collected as tests themselves, and tests marked
+`slow` run only with UGTTT_SLOW=1 (`make slow`), as the notebooks' `#| slow` cells do."""
+import os
 import fastcore.test
 from hypothesis import settings
 
@@ -12,6 +14,14 @@ for _helper in (fastcore.test.test_eq, fastcore.test.test_close, fastcore.test.t
 
 
 import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    "Skip the tests marked `slow` unless UGTTT_SLOW=1: `make test` stays within its 15 minutes (pytest.ini says why each is)."
+    if os.environ.get("UGTTT_SLOW"): return
+    skip = pytest.mark.skip(reason="slow: runs with UGTTT_SLOW=1 (make slow)")
+    for item in items:
+        if item.get_closest_marker("slow"): item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

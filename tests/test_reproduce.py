@@ -179,6 +179,10 @@ def test_mechanism_runs_in_smoke_mode(tmp_path):
 OFFPOLICY_ARMS = ["control", "baseline", "ensemble_only", "ugttt", "ensemble_only_own", "no_nnm_own", "ugttt_own", "ugttt_truncated"]
 
 
+# slow (make slow): three papermill runs training 8 arms x 2 seeds and the reuse path, the longest test of the suite
+# (594 s at load 15-25, against 358 s for the stage-2 test above; an estimated 2 minutes on the idle machine). Stage 3 is a
+# finished study whose results are committed (docs/mechanism.md); stage 2's test keeps its arms and tables in make test.
+@pytest.mark.slow
 def test_mechanism_offpolicy_runs_in_smoke_mode(tmp_path):
     "Stage 3 trains its arms; reused arms are read from stage-2 files after a retrained seed reproduces them, and refused when it does not."
     import shutil, papermill as pm, pandas as pd

@@ -11,8 +11,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
-from fastcore.basics import patch
-from .checks import check_int
+from .checks import check_int, patch_to
 
 # %% auto #0
 __all__ = ['route_blocks', 'AdapterRoute', 'adapter_dtype', 'StackedLoRALinear', 'StackedLoRAEnsemble', 'adapter_major_index']
@@ -150,14 +149,12 @@ class StackedLoRAEnsemble(nn.Module):
                 adapter_index: Tensor | int,         # (N,) int64 adapter of each row, or one adapter for all rows
                 attention_mask: Tensor | None = None,  # (N, L) 1 = real token, L = past + T
                 position_ids: Tensor | None = None,    # (N, T)
-                past_key_values=None,                # the KV cache of earlier steps (a transformers Cache)
-                **kwargs):                           # passed on to the model (use_cache, logits_to_keep, ...)
+                **kwargs):  # passed on to the model: the KV cache of earlier steps (past_key_values; cache from transformers 5.24), use_cache, ...
         "Run the model with row n under adapter adapter_index[n]; the output of the bare model's forward."
         if not isinstance(input_ids, Tensor) or input_ids.dim() != 2:
             raise ValueError(f"input_ids must be a (rows, T) tensor of token ids, got {getattr(input_ids, 'shape', type(input_ids).__name__)}")
         self.route.set(adapter_index, self.n_adapters, input_ids.shape[0], self._layers[0].lora_A.device)
-        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          past_key_values=past_key_values, **kwargs)
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, **kwargs)
 
 # %% ../nbs/15_ensemble.ipynb #b635f7ee
 def _check_ensemble_args(n_adapters, rank, alpha, dropout, target_modules, b_init_std, seed, identical_init) -> None:
@@ -172,7 +169,7 @@ def _check_ensemble_args(n_adapters, rank, alpha, dropout, target_modules, b_ini
     if not isinstance(identical_init, bool): raise ValueError(f"identical_init must be True or False, got {identical_init!r}")
 
 # %% ../nbs/15_ensemble.ipynb #459d15eb
-@patch
+@patch_to(StackedLoRAEnsemble)
 def init_adapters(
     self: StackedLoRAEnsemble,
     seed: int,                 # adapter k uses torch.Generator seeded with seed + 1000·k
@@ -192,7 +189,7 @@ def init_adapters(
                 m.lora_A[k].copy_(a_new); m.lora_B[k].copy_(b_new)
 
 # %% ../nbs/15_ensemble.ipynb #eada05ca
-@patch
+@patch_to(StackedLoRAEnsemble)
 @contextmanager
 def base_only(self: StackedLoRAEnsemble):
     "Inside the block every stacked layer returns its base output: the ensemble is the frozen base model."
@@ -210,19 +207,19 @@ def adapter_major_index(
     return torch.arange(n_adapters).repeat_interleave(n_rows)
 
 # %% ../nbs/15_ensemble.ipynb #5c55cf60
-@patch
+@patch_to(StackedLoRAEnsemble)
 def stacked_A(self: StackedLoRAEnsemble) -> list[Tensor]:
     "Per adapted module, the stacked down-projections A, (K, r, d_in): the parameters themselves."
     return [m.lora_A for m in self.layers]
 
 # %% ../nbs/15_ensemble.ipynb #d63d4bd0
-@patch
+@patch_to(StackedLoRAEnsemble)
 def a_stacks(self: StackedLoRAEnsemble) -> list[Tensor]:
     "Per adapted module, W = [A^(1); ...; A^(K)] of shape (K·r, d_in) (Eq. 7), a differentiable view of the stack."
     return [a.reshape(-1, a.shape[-1]) for a in self.stacked_A()]
 
 # %% ../nbs/15_ensemble.ipynb #2b121303
-@patch
+@patch_to(StackedLoRAEnsemble)
 def save(
     self: StackedLoRAEnsemble,
     path: str | Path,   # folder to write dir/adapter_0 ... dir/adapter_{K-1} into (created if missing)
@@ -248,7 +245,7 @@ def save(
     return subs
 
 # %% ../nbs/15_ensemble.ipynb #3cab996d
-@patch
+@patch_to(StackedLoRAEnsemble)
 def load(
     self: StackedLoRAEnsemble,
     path: str | Path,   # a folder written by save (or K peft adapters in path/adapter_k)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import torch
 from torch import Tensor
-from .policy import LoRAEnsemble, _forward, round_robin, sequence_scores
+from .policy import LoRAEnsemble, _forward, kv_cache, round_robin, sequence_scores
 from .tasks import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS
 from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_check, is_check_step, window_mi
 
@@ -118,7 +118,7 @@ def generate_groups(
         pos = (attn.cumsum(-1) - 1).clamp_min(0)                                            # (B, Pmax) positions of real tokens
         out = _forward(ens, names, input_ids=x, attention_mask=attn, position_ids=pos, use_cache=True,
                        logits_to_keep=1)                                                    # not (B, Pmax, V) logits
-        logits, past, pos = out.logits[:, -1], out.past_key_values, pos[:, -1:]             # (B, V)
+        logits, past, pos = out.logits[:, -1], kv_cache(out), pos[:, -1:]                  # (B, V)
         act = list(range(B))                                  # rows still in the batch (finished ones are dropped)
         while True:
             sampled = _sample(logits, cfg.temperature, generator)                            # (A,)
@@ -137,7 +137,7 @@ def generate_groups(
             pos = pos + 1                                                                   # (A, 1)
             out = _forward(ens, [names[i] for i in act], input_ids=torch.tensor(nxt, dtype=torch.long, device=dev)[:, None],
                            attention_mask=attn, position_ids=pos, past_key_values=past, use_cache=True)
-            logits, past = out.logits[:, -1], out.past_key_values
+            logits, past = out.logits[:, -1], kv_cache(out)
     return [_collate(ens, rows[j * n:(j + 1) * n], adapters[j * n:(j + 1) * n]) for j in range(len(prompts))]
 
 # %% ../nbs/18_generation.ipynb #2e6f03a0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 import numpy as np
-from fastcore.basics import patch
+from .checks import patch_to
 from .config import TrainConfig
 from .families import family_entropy, label_family
 from .generation import Rollouts
@@ -78,7 +78,7 @@ def best_reward(
     return max([r.get("train/reward/exec/best", -math.inf) for r in records] + [-math.inf])
 
 # %% ../nbs/29_metrics.ipynb #23ba04f1
-@patch
+@patch_to(EpochLog)
 def best(
     self: EpochLog,
     previous: float,   # the best R_exec before this epoch (best_reward)
@@ -102,7 +102,7 @@ def _nnm_share(cfg, stats) -> float:
     return cfg.update.nnm_coef * stats["nnm_loss"]
 
 # %% ../nbs/29_metrics.ipynb #64703367
-@patch
+@patch_to(EpochLog)
 def epoch_record(
     self: EpochLog,
     update: dict,               # update_epoch's statistics: n_kept, pg_loss (K,), nnm_loss, grad_norm (K,), max_ratio_dev
@@ -148,7 +148,7 @@ def epoch_record(
     return rec
 
 # %% ../nbs/29_metrics.ipynb #5b426ae2
-@patch
+@patch_to(EpochLog)
 def metric_lines(
     self: EpochLog,
     record: dict,   # the epoch's record (epoch_record)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/16_policy.ipynb #d92c190d
 from __future__ import annotations
-import math, warnings
+import functools, inspect, math, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 import torch
@@ -378,7 +378,7 @@ def last_hidden(
         m = len(heads) if adapter_names is not None else 1                              # one prefix row per adapter block
         out = _forward(ens, heads if adapter_names is not None else None, input_ids=input_ids[:m, :P],
                        attention_mask=attention_mask[:m, :P], logits_to_keep=1, use_cache=True)
-        h_prefix, past = box["h"], out.past_key_values                                 # (m, P, D)
+        h_prefix, past = box["h"], kv_cache(out)                                       # (m, P, D)
         past.batch_repeat_interleave(B // m)                                            # each block's prefix, once per row of it
         _forward(ens, adapter_names, input_ids=input_ids[:, P:], attention_mask=attention_mask, past_key_values=past,
                  logits_to_keep=1, use_cache=True)
@@ -404,6 +404,8 @@ def _forward(
     **kw,                              # the model's arguments: input_ids, attention_mask, past_key_values, ...
 ):
     "One forward of the model with each row under its adapter, through peft or the stacked module."
+    if "past_key_values" in kw and _cache_name(type(ens.base_model)) != "past_key_values":
+        kw[_cache_name(type(ens.base_model))] = kw.pop("past_key_values")   # the model's own name for the KV cache
     if ens.stack is None: return ens.model(**kw) if adapter_names is None else ens.model(adapter_names=adapter_names, **kw)
     if adapter_names is not None: index = torch.tensor([ens._index[n] for n in adapter_names])
     elif ens.stack.route.off: index = 0                                 # adapters_off: every layer returns its base output
@@ -430,6 +432,17 @@ def _check_prefix(
     "Raise unless every row has the same first P tokens, none of them padding."
     if not (bool(attention_mask[:, :P].all()) and torch.equal(input_ids[:, :P], input_ids[:1, :P].expand(input_ids.shape[0], -1))):
         raise ValueError(f"prefix_len={P}: the rows do not share their first {P} tokens (or some are padding)")
+
+# %% ../nbs/16_policy.ipynb #f8d2b3c4
+@functools.lru_cache(maxsize=None)
+def _cache_name(model_type: type) -> str:
+    "The keyword of the model's KV cache: `cache` where its forward declares it (transformers >= 5.24), else `past_key_values`."
+    return "cache" if "cache" in inspect.signature(model_type.forward).parameters else "past_key_values"
+
+def kv_cache(out):
+    "The KV cache a forward with use_cache=True returned: `out.cache` (transformers >= 5.24), else `out.past_key_values`."
+    cache = getattr(out, "cache", None)   # reading past_key_values on 5.24 would log a deprecation
+    return cache if cache is not None else out.past_key_values
 
 # %% ../nbs/16_policy.ipynb #2c688d63
 def member_hidden(

@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 import numpy as np
-from fastcore.basics import patch
-from .checks import check_int
+from .checks import check_int, patch_to
 from .tasks import State, Task, get_task
 
 # %% auto #0
@@ -282,7 +281,7 @@ def _check_sampler(s: PUCTSampler) -> None:
     if s.n_roots > s.max_buffer: raise ValueError(f"n_roots ({s.n_roots}) must not exceed max_buffer ({s.max_buffer})")
 
 # %% ../nbs/23_puct.ipynb #9940637d
-@patch
+@patch_to(PUCTSampler)
 def sample(
     self: PUCTSampler,
     k: int,          # parents wanted (groups this epoch)
@@ -305,7 +304,7 @@ def sample(
     return [self.nodes[i] for i in picked]
 
 # %% ../nbs/23_puct.ipynb #4f1c8b83
-@patch
+@patch_to(PUCTSampler)
 def update(
     self: PUCTSampler,
     parent: Node,          # the group's parent (from sample)
@@ -330,7 +329,7 @@ def update(
     return admitted
 
 # %% ../nbs/23_puct.ipynb #59c11092
-@patch
+@patch_to(PUCTSampler)
 def flush(
     self: PUCTSampler,
     step: int,        # the epoch that just ended
@@ -344,7 +343,7 @@ def flush(
     return self.snapshot()
 
 # %% ../nbs/23_puct.ipynb #a0b8ddb3
-@patch
+@patch_to(PUCTSampler)
 def snapshot(self: PUCTSampler) -> dict:
     "The buffer and statistics under the reference's snapshot keys (JSON-able)."
     init = set(self.initial_ids)
@@ -354,14 +353,14 @@ def snapshot(self: PUCTSampler) -> dict:
                 puct_T=self.T)
 
 # %% ../nbs/23_puct.ipynb #824790ee
-@patch
+@patch_to(PUCTSampler)
 def stats(self: PUCTSampler) -> dict:
     "Per-epoch sampler metrics under puct/ keys."
     return {"puct/buffer_size": len(self.nodes), "puct/T": self.T, "puct/scale_last": self.last_scale,
             "puct/best_value": max(nd.value for nd in self.nodes), "puct/sampled": len(self.last_sample)}
 
 # %% ../nbs/23_puct.ipynb #a9402a3e
-@patch
+@patch_to(PUCTSampler)
 def to_dict(self: PUCTSampler) -> dict:
     "Everything needed to resume the sampler, JSON-able."
     cfg = dict(task=self.task.name, n_roots=self.n_roots, seed=self.seed, c=self.c, group_size=self.group_size,
@@ -369,7 +368,7 @@ def to_dict(self: PUCTSampler) -> dict:
     return dict(config=cfg, next_id=self.next_id, initial_ids=list(self.initial_ids), **self.snapshot())
 
 # %% ../nbs/23_puct.ipynb #705bea58
-@patch(cls_method=True)
+@patch_to(PUCTSampler, cls_method=True)
 def from_dict(
     cls: PUCTSampler,
     d: dict,          # what to_dict returned (possibly through JSON)

@@ -21,8 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
-from fastcore.basics import patch
-from .checks import check_int, is_int
+from .checks import check_int, is_int, patch_to
 from .sandbox import WALL_BACKSTOP, budget_limits
 from .sandbox_worker import _NCPU, _Meter, _descendants, _prctl
 from .prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, chat_prompt, compact_prompt
@@ -241,7 +240,7 @@ def _random_overlap_step(
     return h, c5_upper_bound(h), n
 
 # %% ../nbs/07_tasks.ipynb #e3266e5d
-@patch
+@patch_to(Task)
 def initial_state(
     self: Task,
     seed: int = 42,   # seeds numpy's default_rng
@@ -433,7 +432,7 @@ def program_source(
     return "\n\n".join(parts + [body]) + "\n"
 
 # %% ../nbs/07_tasks.ipynb #9d12812f
-@patch
+@patch_to(Task)
 def prompt(
     self: Task,
     parent: State | None = None,   # the parent state; None is the empty root
@@ -453,7 +452,7 @@ def prompt(
     raise ValueError(f"unknown prompt style {style!r}; use 'chat' or 'compact'")
 
 # %% ../nbs/07_tasks.ipynb #bf1ead11
-@patch
+@patch_to(Task)
 def evaluate(
     self: Task,
     program: str,                  # generated text (or plain code)

@@ -1,0 +1,92 @@
+"""What `pip install ugttt` brings is enough to import the package. settings.ini's `requirements` is what a
+plain install gets; the dev extras (nbdev, fastcore, pytest, ...) are not there. Every import that runs when a ugttt
+module is imported (module level, class bodies included) must be the standard library, ugttt itself or a declared
+requirement; an import inside a function may also come from an optional extra (the feature says which extra to
+install) or from what those declare themselves. The check reads the source with `ast`, so it is fast and runs in
+`make test-fast`; tools/wheel_smoke.py proves the same by installing the wheel into a bare venv."""
+import ast
+import importlib.metadata as md
+import re
+import shlex
+import sys
+from configparser import ConfigParser
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _norm(name: str) -> str: return re.sub(r"[-_.]+", "-", name).lower()
+def _dist(req: str) -> str: return _norm(re.match(r"[A-Za-z0-9_.-]+", req.strip()).group(0))
+
+
+def declared() -> tuple[set[str], set[str]]:
+    "settings.ini's requirements and the union of its extras, as normalised distribution names."
+    cfg = ConfigParser(delimiters=["="])
+    cfg.read(ROOT / "settings.ini", encoding="utf-8")
+    d = cfg["DEFAULT"]
+    reqs = {_dist(r) for r in shlex.split(d.get("requirements", ""))}
+    extras = {_dist(r) for k, v in d.items() if k.startswith("extras_") for r in shlex.split(v)}
+    return reqs, extras
+
+
+def closure(dists: set[str]) -> set[str]:
+    "dists and everything they require (not their extras), by the installed metadata of this environment."
+    seen, todo = set(), list(dists)
+    while todo:
+        name = todo.pop()
+        if name in seen: continue
+        seen.add(name)
+        try: reqs = md.requires(name) or []
+        except md.PackageNotFoundError: continue
+        todo += [_dist(r) for r in reqs if "extra ==" not in r.split(";", 1)[-1]]
+    return seen
+
+
+def imports(tree: ast.Module) -> list[tuple[str, int, bool]]:
+    "(top-level package, line, runs at import) of every absolute import; imports inside a function do not run at import."
+    out = []
+    def visit(node, at_import):
+        for ch in ast.iter_child_nodes(node):
+            if isinstance(ch, ast.Import): out.extend((a.name.split(".")[0], ch.lineno, at_import) for a in ch.names)
+            elif isinstance(ch, ast.ImportFrom) and ch.level == 0: out.append((ch.module.split(".")[0], ch.lineno, at_import))
+            visit(ch, at_import and not isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+    visit(tree, True)
+    return out
+
+
+def undeclared(src: str, where: str, reqs: set[str], optional: set[str], dists_of: dict) -> list[str]:
+    "One line per import in src that a plain install (at import) or an install with the extras (in a function) lacks."
+    bad = []
+    for mod, line, at_import in imports(ast.parse(src)):
+        if mod in sys.stdlib_module_names or mod == "ugttt" or mod == "__future__": continue
+        dists = {_norm(d) for d in dists_of.get(mod, [mod])}
+        allowed = reqs if at_import else optional
+        if not dists & allowed:
+            bad.append(f"{where}:{line}: `{mod}` ({', '.join(sorted(dists))}) is imported "
+                       + ("at module level but is not in settings.ini `requirements`" if at_import else
+                          "in a function but is neither a requirement, an extra, nor required by one of them"))
+    return bad
+
+
+def test_every_import_of_the_package_is_declared():
+    reqs, extras = declared()
+    dists_of = md.packages_distributions()
+    optional = closure(reqs | extras)
+    files = sorted((ROOT / "ugttt").rglob("*.py"))
+    assert len(files) > 20, files
+    bad = [b for p in files for b in undeclared(p.read_text(encoding="utf-8"), str(p.relative_to(ROOT)), reqs, optional, dists_of)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_check_finds_a_dev_only_import():
+    "The check can fail: fastcore at module level (the bug this test was written for), an undeclared package in a function, a dev tool."
+    reqs, extras = declared()
+    dists_of = md.packages_distributions()
+    src = ("from __future__ import annotations\nimport json, numpy as np\nfrom fastcore.basics import patch\n"
+           "class A:\n    import pytest\n"
+           "def f():\n    import ray, yaml\n    from no_such_package_anywhere import x\n")
+    bad = undeclared(src, "m.py", reqs, closure(reqs | extras), dists_of)
+    assert [b.split(":")[1] for b in bad] == ["3", "5", "8"], bad
+    assert "`fastcore` (fastcore) is imported at module level" in bad[0], bad
+    assert "no-such-package-anywhere" in bad[2], bad
+    assert {"torch", "transformers", "pyyaml"} <= reqs and "fastcore" not in reqs and "nbdev" not in reqs, reqs
