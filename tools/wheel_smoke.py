@@ -175,8 +175,10 @@ def main(argv=None) -> int:
             p = run([ugttt, "report", "runs/smoke"], cwd=work, env=env_v)
             print(p.stdout.strip())
             if warnings_in(p.stderr): raise Failed("ugttt report printed warnings:\n" + "\n".join(warnings_in(p.stderr)))
-            row = p.stdout.strip().splitlines()[-1].split()
-            if row[1:4] != ["cp26", "ugttt", "1"] or row[-1] != "ok": raise Failed(f"unexpected report row {row}")
+            rows = [line.split() for line in p.stdout.splitlines() if line.startswith("runs/smoke")]   # the table's one run row
+            if len(rows) != 1: raise Failed(f"expected one report row for runs/smoke, got {len(rows)}")
+            if rows[0][1:5] != ["cp26", "ugttt", "0", "1"] or rows[0][-1] != "ok":   # task, method, seed, epochs ... logs
+                raise Failed(f"unexpected report row {rows[0]}")
         for e in extras:
             with phase(f"extra [{e}]: fresh venv, torch, the wheel[{e}], import", times):
                 py_e = venv(tmp / f"venv-{e}", f"{whl}[{e}]", env)
