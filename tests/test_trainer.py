@@ -11,6 +11,7 @@ import torch
 from fastcore.test import test_eq
 from safetensors.torch import load_file
 
+from ugttt.checkpoint import check_run_dir
 from ugttt.config import config_from_dict, make_config
 from ugttt.sandbox import Sandbox
 from ugttt.trainer import read_jsonl, train
@@ -206,3 +207,28 @@ def test_report_to_tensorboard_logs_the_epoch_records(tmp_path, sandbox):
         (ev,) = acc.Scalars(name)
         test_eq(ev.step, 0)
         assert abs(ev.value - value) <= 1e-6 * max(1.0, abs(value)), (name, ev.value, value)   # float32 in the event file
+
+
+# ---- 6. stage 4's update switches through the trainer --------------------------------------------------------------
+
+STAGE4 = ("shared_negatives", "train_subsample", "max_grad_norm")
+
+
+@pytest.mark.parametrize("ensemble,train_mode,negatives", [("peft", "per_adapter", "drop"), ("stacked", "batched", "tapered")])
+def test_stage4_switches_train_and_an_old_run_reads_the_defaults(tmp_path, sandbox, ensemble, train_mode, negatives):
+    "A run under shared_negatives, train_subsample and max_grad_norm trains and stores them; a config.json without them resumes as the paper's."
+    over = {"policy.n_adapters": 2, "policy.ensemble": ensemble, "policy.train_mode": train_mode,
+            "update.shared_negatives": negatives, "update.train_subsample": 2, "update.max_grad_norm": 1e-3}
+    cfg = make_config("cp26", "ensemble_only", "tiny", epochs=2, **SMALL, **over)
+    run = tmp_path / "run"
+    records = train(cfg, run, progress=False, sandbox=sandbox)
+    test_eq([r["progress/epoch"] for r in records], [0, 1])
+    check_logs(run, epochs=2, groups=2, G=4)
+    stored = json.loads((run / "config.json").read_text())
+    test_eq(config_from_dict(stored), cfg)
+    test_eq([stored["update"][f] for f in STAGE4], [negatives, 2, 1e-3])
+    # the same directory as a run stored before these fields existed: it reads as the paper's algorithm
+    (run / "config.json").write_text(json.dumps({**stored, "update": {k: v for k, v in stored["update"].items() if k not in STAGE4}}))
+    paper = make_config("cp26", "ensemble_only", "tiny", epochs=2, **SMALL, **{k: v for k, v in over.items() if k.startswith("policy.")})
+    check_run_dir(paper, run, resume=True)                                             # its config, as far as resume is concerned
+    with pytest.raises(ValueError, match=f"update.shared_negatives: 'keep' -> '{negatives}'"): check_run_dir(cfg, run, resume=True)
