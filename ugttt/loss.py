@@ -9,11 +9,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 from .advantage import group_tensor, is_constant_group
+from .checks import check_int
 from .uncertainty import _mask_as_bool
 
 # %% auto #0
 __all__ = ['UPDATE_PRESETS', 'UpdateConfig', 'token_mean', 'kl_token_advantages', 'kl_centre', 'kl_to_base', 'clipped_surrogate',
-           'behaviour_weights', 'adapter_pg_loss', 'kept_rollouts', 'training_rows', 'adapter_loss_term', 'nnm_term']
+           'behaviour_weights', 'tapered_weights', 'adapter_pg_loss', 'kept_rollouts', 'training_rows',
+           'subsample_rows', 'adapter_loss_term', 'nnm_term', 'clip_scale']
 
 # %% ../nbs/20_loss.ipynb #b3047191
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ class UpdateConfig:
     train_on: str = "all"               # "all": adapter k learns from every kept rollout of its group (paper, reference); "own": only from those it generated
     behaviour_weight: str = "none"      # "none" (paper); "truncated": each token's surrogate times the detached min(pi_k,old / pi_gen, behaviour_cap)
     behaviour_cap: float = 2.0          # c, the truncation of the behaviour weight (read only with behaviour_weight="truncated")
+    shared_negatives: str = "keep"      # another member's rollouts in adapter k's loss: "keep" (paper) either sign; "drop" only where A_i^shaped > 0; "tapered" (TOPR) those with A_i^shaped < 0 times the detached min(pi_k,old / pi_gen, 1) per token
+    train_subsample: int = 1            # n: each adapter trains on every n-th of its rows of the epoch (positions 0, n, 2n, ...), normalised by those it keeps; 1 = all (paper)
     kl_coef: float = 0.01               # lambda_KL of the token-wise KL correction (App. A)
     kl_group_centred: bool = False      # True: the reference's group-centred correction with the generator's log-probs
     min_abs_advantage: float = 0.0      # drop rollouts with |A_i^shaped| below this (reference: 1e-8); 0 keeps all
@@ -37,6 +41,7 @@ class UpdateConfig:
     betas: tuple[float, float] = (0.9, 0.95)   # AdamW betas (reference; the paper does not give them)
     weight_decay: float = 0.0           # AdamW weight decay (reference: 0, not torch's default 0.01)
     adam_eps: float = 1e-8              # AdamW epsilon (torch's default)
+    max_grad_norm: float | None = None  # c: each adapter's gradient (its A and B, policy gradient + NNM) times min(1, c / ||g_k||_2) before its step; None = no clipping (paper); the logged grad_norm is the norm before clipping
 
     def __post_init__(self): _check_update_config(self)
 
@@ -70,6 +75,21 @@ def _check_update_config(c: UpdateConfig) -> None:
     if c.behaviour_weight == "truncated" and c.ratio_to == "generator":
         raise ValueError("behaviour_weight='truncated' corrects the ratio pi_k / pi_k,old for the sampler; ratio_to='generator' "
                          "already divides by pi_gen: use one of the two")
+    if c.shared_negatives not in ("keep", "drop", "tapered"):
+        raise ValueError(f"shared_negatives must be 'keep', 'drop' or 'tapered', got {c.shared_negatives!r}")
+    if c.shared_negatives != "keep" and c.train_on == "own":   # "own" trains on no other member's rollout: nothing to act on
+        raise ValueError(f"shared_negatives={c.shared_negatives!r} acts on rollouts another adapter generated, and train_on='own' "
+                         "trains each adapter on its own only: use one of the two")
+    if c.shared_negatives == "tapered" and c.behaviour_weight == "truncated":
+        raise ValueError("shared_negatives='tapered' and behaviour_weight='truncated' both weight the same tokens by pi_k,old / pi_gen: "
+                         "use one of the two")
+    if c.shared_negatives == "tapered" and c.ratio_to == "generator":
+        raise ValueError("shared_negatives='tapered' weights by pi_k,old / pi_gen, and ratio_to='generator' already divides by pi_gen: "
+                         "use one of the two")
+    check_int("train_subsample", c.train_subsample, 1)
+    g = c.max_grad_norm
+    if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g < math.inf):
+        raise ValueError(f"max_grad_norm must be a finite number > 0 or None, got {g!r}")
     if len(c.betas) != 2 or not all(0 <= b < 1 for b in c.betas): raise ValueError(f"betas must be two numbers in [0, 1), got {c.betas}")
 
 # %% ../nbs/20_loss.ipynb #a4f841ae
@@ -202,6 +222,21 @@ def behaviour_weights(
     w = torch.exp(d).clamp_max(cap)             # exactly c when truncated; an overflow to inf is truncated too
     return torch.where(m, w, torch.zeros((), dtype=w.dtype, device=w.device))
 
+# %% ../nbs/20_loss.ipynb #6f834cd4
+def tapered_weights(
+    logp_own_old: Tensor,  # (G, T) log pi_k,old: adapter k's log-probs from the scoring pass
+    logp_gen: Tensor,      # (G, T) log pi_gen: the generating adapter's sampling log-probs
+    mask: Tensor,          # (G, T) completion mask: 1 = sampled token
+    taper,                 # (G,) bool: the rollouts to taper (another member's, A_i^shaped < 0)
+) -> Tensor:               # (G, T) min(pi_k,old / pi_gen, 1) on tapered rows, 1 on the others, at sampled tokens; 0 elsewhere; no gradient
+    "TOPR's weights: min(pi_k,old / pi_gen, 1) at the sampled tokens of the rollouts to taper, 1 at the other rollouts' (Le Roux et al.)."
+    m = _bool_mask(mask)
+    t = torch.as_tensor(taper, device=m.device)
+    if t.dtype != torch.bool or t.shape != m.shape[:1]:
+        raise ValueError(f"taper must be one bool per rollout, shape ({m.shape[0]},), got {t.dtype} of shape {tuple(t.shape)}")
+    w = behaviour_weights(logp_own_old, logp_gen, m, cap=1.0)    # (G, T) min(pi_k,old / pi_gen, 1), 0 outside m
+    return torch.where(t[:, None], w, m.to(w.dtype))             # untapered rows: 1 at their sampled tokens
+
 # %% ../nbs/20_loss.ipynb #a65b7d6a
 def adapter_pg_loss(
     logp: Tensor,                 # (G, T) log pi_theta_k of the realised tokens, with gradient (training forward of adapter k)
@@ -210,8 +245,9 @@ def adapter_pg_loss(
     logp_own_old: Tensor | None = None,  # (G, T) adapter k's log-probs from the scoring pass (the paper's pi_theta_k,old)
     logp_base: Tensor | None = None,     # (G, T) base-model log-probs (adapters disabled); needed when kl_coef > 0
     logp_gen: Tensor | None = None,      # (G, T) the generating adapter's sampling log-probs; needed by the reference forms and the behaviour weight
-    cfg: UpdateConfig | None = None,     # kl_coef, clip_eps, ratio_to, kl_group_centred, behaviour_weight, behaviour_cap; None: the paper's
+    cfg: UpdateConfig | None = None,     # kl_coef, clip_eps, ratio_to, kl_group_centred, behaviour_weight, behaviour_cap, shared_negatives; None: the paper's
     centre: Tensor | None = None,        # () the whole group's d_bar (kl_centre) when these rows are part of a group (group-centred KL)
+    off_policy: Tensor | None = None,    # (G,) bool: the rollouts another adapter than k generated; read by shared_negatives="tapered"
 ) -> Tensor:                      # (G,) per-rollout loss L_{i,k} (token mean of -surrogate); 0 for an empty rollout
     "Per-rollout loss of adapter k on one group: -token-mean of the clipped-IS surrogate with the KL-corrected advantage (paper Eq. 13)."
     cfg = UpdateConfig() if cfg is None else cfg
@@ -225,10 +261,16 @@ def adapter_pg_loss(
     truncated = cfg.behaviour_weight == "truncated"
     if truncated and (logp_own_old is None or logp_gen is None):
         raise ValueError("behaviour_weight='truncated' needs logp_own_old and logp_gen")
+    tapered = cfg.shared_negatives == "tapered"
+    if tapered and (logp_own_old is None or logp_gen is None or off_policy is None):
+        raise ValueError("shared_negatives='tapered' needs logp_own_old, logp_gen and off_policy")
     adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=cfg.kl_coef, group_centred=cfg.kl_group_centred,
                               centre=centre)
     s = clipped_surrogate(logp, logp_old, adv, mask, clip_eps=cfg.clip_eps)   # (G, T)
     if truncated: s = s * behaviour_weights(logp_own_old, logp_gen, mask, cfg.behaviour_cap)
+    if tapered:                               # another member's rollouts with A_i^shaped < 0 (TOPR)
+        a = _advantages(advantages, _bool_mask(mask))
+        s = s * tapered_weights(logp_own_old, logp_gen, mask, torch.as_tensor(off_policy, device=a.device).to(torch.bool) & (a < 0))
     return -token_mean(s, _bool_mask(mask, adv.shape))
 
 # %% ../nbs/20_loss.ipynb #cba55924
@@ -253,16 +295,38 @@ def training_rows(
     generators: Tensor,     # (G,) int64: the adapter that generated each rollout (Rollouts.adapters)
     n_adapters: int,        # K
     train_on: str = "all",  # "all": every kept rollout for every adapter (paper); "own": each adapter its own (UpdateConfig.train_on)
+    advantages=None,        # (G,) shaped advantages A_i^shaped of the group; read by shared_negatives="drop"
+    shared_negatives: str = "keep",  # "drop": another adapter's rollout only where A_i^shaped > 0; "keep", "tapered": every one (UpdateConfig.shared_negatives)
 ) -> Tensor:                # (K, G) bool: rollout i enters adapter k's loss
-    "Which kept rollouts of a group each adapter trains on: all of them (paper), or those it generated (train_on='own')."
+    "Which kept rollouts of a group each adapter trains on: all (paper), those it generated ('own'), or its own and others' positive ones ('drop')."
     if train_on not in ("all", "own"): raise ValueError(f"train_on must be 'all' or 'own', got {train_on!r}")
+    if shared_negatives not in ("keep", "drop", "tapered"):
+        raise ValueError(f"shared_negatives must be 'keep', 'drop' or 'tapered', got {shared_negatives!r}")
     keep = keep.to(torch.bool)
     if not isinstance(generators, Tensor) or generators.shape != keep.shape or generators.is_floating_point():
         raise ValueError(f"generators must be one adapter index per rollout, shape {tuple(keep.shape)}, got {generators!r}")
-    if train_on == "all": return keep.expand(n_adapters, -1).clone()       # (K, G): who generated a rollout does not matter
+    drop = train_on == "all" and shared_negatives == "drop"
+    if train_on == "all" and not drop: return keep.expand(n_adapters, -1).clone()   # (K, G): who generated a rollout does not matter
     if keep.numel() and not (0 <= int(generators.min()) and int(generators.max()) < n_adapters):
         raise ValueError(f"generators must lie in [0, {n_adapters}), got {generators.tolist()}")
-    return keep & (generators.to(keep.device) == torch.arange(n_adapters, device=keep.device)[:, None])   # (K, G)
+    own = generators.to(keep.device) == torch.arange(n_adapters, device=keep.device)[:, None]   # (K, G): k generated i
+    if not drop: return keep & own
+    if advantages is None: raise ValueError("shared_negatives='drop' needs the group's shaped advantages")
+    a = group_tensor(advantages, "advantages").to(keep.device)
+    if a.shape != keep.shape: raise ValueError(f"advantages must have one value per rollout ({keep.numel()}), got {a.numel()}")
+    return keep & (own | (a > 0))                    # (K, G): its own with either sign, another's only when positive
+
+# %% ../nbs/20_loss.ipynb #b5e854a5
+def subsample_rows(
+    rows: list[Tensor],   # per group of the epoch, in order: (K, G_j) bool, the rows each adapter trains on (training_rows)
+    every: int = 1,       # n (UpdateConfig.train_subsample): keep each adapter's rows at positions 0, n, 2n, ...; 1 keeps all
+) -> list[Tensor]:        # per group, (K, G_j) bool: the rows kept
+    "Each adapter's training rows of an epoch thinned to positions 0, n, 2n, ... in epoch order (groups in order, then rollouts)."
+    check_int("every", every, 1)
+    if every == 1 or not rows: return list(rows)
+    flat = torch.cat([r.to(torch.bool) for r in rows], dim=1)     # (K, sum_j G_j): each adapter's rows in the epoch's order
+    pos = flat.long().cumsum(1) - 1                                # (K, sum_j G_j): a row's position among its adapter's rows
+    return list((flat & (pos % every == 0)).split([r.shape[1] for r in rows], dim=1))
 
 # %% ../nbs/20_loss.ipynb #ff5c4503
 def adapter_loss_term(
@@ -291,3 +355,12 @@ def nnm_term(
     if n_kept < 0: raise ValueError(f"n_kept must be >= 0, got {n_kept}")
     if not per_rollout: return nnm_coef * nnm_value
     return nnm_coef * nnm_value / n_kept if n_kept > 0 else nnm_value * 0.0
+
+# %% ../nbs/20_loss.ipynb #7f0b5155
+def clip_scale(
+    grad_norm: float,          # ||g_k||_2, adapter k's gradient norm over its A and B (policy.adapter_grad_norm)
+    max_norm: float | None,    # c (UpdateConfig.max_grad_norm); None: no clipping
+) -> float:                    # min(1, c / ||g_k||): 1.0 without clipping, and for a gradient within c (a zero one too)
+    "The factor that scales one adapter's gradient to norm at most c: min(1, c / ||g||)."
+    if max_norm is None or grad_norm <= max_norm: return 1.0
+    return max_norm / grad_norm

@@ -129,11 +129,17 @@ def plan(
     new = _max_new_tokens(cfg)
     rollouts = cfg.groups_per_epoch * G
     forwards = K + (1 if cfg.update.kl_coef > 0 else 0)                          # + the base model's log-probs for the KL
-    trains = 1 if own else K                                                      # training forwards of each rollout
+    every = cfg.update.train_subsample
+    rows = [-(-((rollouts - k + K - 1) // K if own else rollouts) // every) for k in range(K)]   # adapter k's rows: ceil(R_k / n)
+    if p.train_mode == "batched" and not own:   # each row of the union through all K adapters; the same positions unless "drop"
+        trains = K * (rows[0] if cfg.update.shared_negatives != "drop" else min(rollouts, sum(rows)))
+    else: trains = sum(rows)                                                     # one forward per adapter and row
+    per = trains / rollouts
     epoch = dict(rollouts=rollouts, max_tokens_per_rollout=new, max_generated_tokens=rollouts * new,
                  scoring_forwards_per_rollout=forwards,
-                 scoring_token_forwards=forwards * rollouts * new, training_forwards_per_rollout=trains,
-                 training_token_forwards=trains * rollouts * new)
+                 scoring_token_forwards=forwards * rollouts * new, training_forwards=trains,
+                 training_forwards_per_rollout=int(per) if per == int(per) else round(per, 3),
+                 training_token_forwards=trains * new)
     out = Plan(p.model, n, memory, phases, peak_ck if ck else peak_full, peak_full, peak_ck, ck, epoch, gpu_gib)
     if gpu_gib is not None: _verdict(out, gpu_gib * 2**30)
     return out

@@ -10,16 +10,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
-from .loss import (UPDATE_PRESETS, UpdateConfig, adapter_loss_term, adapter_pg_loss, kept_rollouts, kl_centre, nnm_term,
-                        training_rows)
+from .loss import (UPDATE_PRESETS, UpdateConfig, adapter_loss_term, adapter_pg_loss, clip_scale, kept_rollouts, kl_centre,
+                        nnm_term, subsample_rows, training_rows)
 from .regularizer import nnm_loss
-from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, adapter_tensors, member_A, trainable_groups
+from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, adapter_grads, adapter_tensors, member_A, trainable_groups
 from .generation import Rollouts
 from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, routed_logprobs, training_mode
 
 # %% auto #0
 __all__ = ['group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward', 'nnm_backward',
-           'training_counts', 'update_epoch', 'max_principal_cosine']
+           'epoch_rows', 'training_counts', 'clip_gradients', 'update_epoch', 'max_principal_cosine']
 
 # %% ../nbs/21_update.ipynb #c0921c26
 def group_advantages(
@@ -58,12 +58,12 @@ def policy_backward(
     ens: LoRAEnsemble,                   # the ensemble (gradients accumulate in its adapters)
     groups: list[GroupUpdate],           # the epoch's scored groups
     n_kept,                              # (K,) N_k: the rollouts each adapter trains on over the epoch (training_counts); an int N: every adapter's ("all")
-    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, train_on, behaviour_weight, kl_coef, kl_group_centred
+    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, train_on, shared_negatives, train_subsample, behaviour_weight, kl_coef, kl_group_centred
 ) -> dict:                               # loss: (K,) floats, sum_i L_ik / (K·N_k) per adapter; max_ratio_dev: max |rho - 1|
     "Accumulate the policy-gradient gradients of each adapter's training rollouts, adapter after adapter or all at once, in batches of similar length."
     K = ens.n_adapters
-    n_train = _adapter_counts(n_kept, K, cfg.train_on)
-    train = [training_rows(g.keep, g.rollouts.adapters, K, cfg.train_on) for g in groups]        # per group: (K, G) bool
+    n_train = _adapter_counts(n_kept, K, cfg)
+    train = epoch_rows(groups, K, cfg.train_on, cfg.shared_negatives, cfg.train_subsample)      # per group: (K, G) bool
     rows = [[(j, i) for j, t in enumerate(train) for i in t[k].nonzero().flatten().tolist()] for k in range(K)]
     if not any(rows): return dict(loss=[0.0] * K, max_ratio_dev=0.0)   # only constant groups: no policy-gradient term
     data = {j: _group_tensors(groups[j], ens.device, cfg) for j in sorted({j for rk in rows for j, _ in rk})}
@@ -72,7 +72,8 @@ def policy_backward(
         take = lambda key: _take(batch, data, key, lp.shape[-1], k)
         m, own, gen, base = take("mask"), take("own"), take("gen"), take("base")
         adv = torch.stack([data[j]["adv"][i] for j, i in batch])                          # (b,)
-        per = adapter_pg_loss(lp, adv, m, own, base, gen, cfg, centre=data[batch[0][0]]["centre"])   # (b,) L_ik; one group per batch
+        off = torch.stack([data[j]["generators"][i] for j, i in batch]) != k if cfg.shared_negatives == "tapered" else None   # (b,)
+        per = adapter_pg_loss(lp, adv, m, own, base, gen, cfg, centre=data[batch[0][0]]["centre"], off_policy=off)   # (b,) L_ik; one group per batch
         old = own if cfg.ratio_to == "own" else gen
         term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_train[k], K)
         return term, float((lp.detach() - old)[m].exp().sub(1).abs().max()) if m.any() else 0.0
@@ -82,7 +83,8 @@ def policy_backward(
             with training_mode(ens, None):        # through the backward: gradient checkpointing recomputes the forward
                 if cfg.train_on == "all":         # every row through every adapter: K blocks of the batch
                     lp = ensemble_logprobs(ens, ids, am, prefix_len=prompt)                         # (K, b, L)
-                    parts = [(k, lp[k], batch) for k in range(K)]
+                    parts = [(k, lp[k], batch) if len(sel) == len(batch) else (k, lp[k][sel], [batch[s] for s in sel])
+                             for k in range(K) if (sel := [s for s, (j, i) in enumerate(batch) if train[j][k, i]])]   # adapter k's rows
                 else:                             # every row through the adapter that generated it
                     gens = torch.stack([data[j]["generators"][i] for j, i in batch])                # (b,)
                     lp = routed_logprobs(ens, ids, am, gens, prefix_len=prompt)                     # (b, L)
@@ -103,11 +105,13 @@ def policy_backward(
     return dict(loss=losses, max_ratio_dev=dev_max)
 
 # %% ../nbs/21_update.ipynb #fb922a50
-def _adapter_counts(n_kept, K: int, train_on: str) -> list[int]:
-    "Each adapter's normaliser N_k: the K counts given, or one N for every adapter (only meaningful with train_on='all')."
+def _adapter_counts(n_kept, K: int, cfg: UpdateConfig) -> list[int]:
+    "Each adapter's normaliser N_k: the K counts given, or one N for every adapter (only when every adapter trains on every kept rollout)."
     if isinstance(n_kept, int) and not isinstance(n_kept, bool):
-        if train_on == "own":
-            raise ValueError("train_on='own' normalises adapter k by its own kept rollouts: pass n_kept as the K counts N_k "
+        why = ("train_on='own'" if cfg.train_on == "own" else "shared_negatives='drop'" if cfg.shared_negatives == "drop"
+               else "train_subsample > 1" if cfg.train_subsample > 1 else None)
+        if why:
+            raise ValueError(f"{why} normalises adapter k by its own training rows: pass n_kept as the K counts N_k "
                              "(training_counts), not one N")
         return [n_kept] * K
     counts = [int(n) for n in n_kept]
@@ -153,7 +157,7 @@ def group_backward(
     ens: LoRAEnsemble,                   # the ensemble (gradients accumulate in its adapters)
     g: GroupUpdate,                      # one scored group
     n_kept,                              # (K,) N_k over the epoch's groups (training_counts), or N for every adapter ("all")
-    cfg: UpdateConfig = UpdateConfig(),  # clip_eps, ratio_to, train_on, behaviour_weight, kl_coef, kl_group_centred
+    cfg: UpdateConfig = UpdateConfig(),  # as policy_backward's (train_subsample then counts this group's rows alone)
 ) -> dict:                               # loss: (K,) floats; max_ratio_dev
     "Accumulate one group's policy-gradient gradients (policy_backward of that group)."
     return policy_backward(ens, [g], n_kept, cfg)
@@ -172,15 +176,42 @@ def nnm_backward(
     return float(value.detach())
 
 # %% ../nbs/21_update.ipynb #62c6fb1f
+def epoch_rows(
+    groups: list[GroupUpdate],       # the epoch's scored groups, in order
+    n_adapters: int,                 # K
+    train_on: str = "all",           # UpdateConfig.train_on
+    shared_negatives: str = "keep",  # UpdateConfig.shared_negatives ("drop": another adapter's rollout only where A_i^shaped > 0)
+    train_subsample: int = 1,        # UpdateConfig.train_subsample (every n-th of each adapter's rows over the epoch)
+) -> list[Tensor]:                   # per group, (K, G) bool: rollout i enters adapter k's loss
+    "The rows each adapter trains on this epoch, per group: training_rows of each group, then subsample_rows over the epoch (20_loss)."
+    return subsample_rows([training_rows(g.keep, g.rollouts.adapters, n_adapters, train_on, g.advantages, shared_negatives)
+                           for g in groups], train_subsample)
+
 def training_counts(
-    groups: list[GroupUpdate],  # the epoch's scored groups
-    n_adapters: int,            # K
-    train_on: str = "all",      # UpdateConfig.train_on
-) -> list[int]:                 # (K,) N_k: the kept rollouts adapter k trains on over the epoch (N for every k under "all")
-    "Each adapter's normaliser N_k of the epoch objective: how many kept rollouts it trains on (20_loss, training_rows)."
+    groups: list[GroupUpdate],       # the epoch's scored groups
+    n_adapters: int,                 # K
+    train_on: str = "all",           # UpdateConfig.train_on
+    shared_negatives: str = "keep",  # UpdateConfig.shared_negatives
+    train_subsample: int = 1,        # UpdateConfig.train_subsample
+) -> list[int]:                      # (K,) N_k: the rollouts adapter k trains on over the epoch (N for every k under "all")
+    "Each adapter's normaliser N_k of the epoch objective: how many rollouts it trains on (epoch_rows)."
     counts = torch.zeros(n_adapters, dtype=torch.long)                                             # (K,)
-    for g in groups: counts += training_rows(g.keep, g.rollouts.adapters, n_adapters, train_on).sum(-1).cpu()
+    for t in epoch_rows(groups, n_adapters, train_on, shared_negatives, train_subsample): counts += t.sum(-1).cpu()
     return counts.tolist()
+
+def clip_gradients(
+    ens: LoRAEnsemble,          # the ensemble, its gradients accumulated
+    grad_norms: list[float],    # (K,) each adapter's gradient norm (adapter_grad_norm)
+    max_norm: float | None,     # c (UpdateConfig.max_grad_norm); None: nothing changes
+) -> list[float]:               # (K,) the factor each adapter's gradient was scaled by
+    "Scale each adapter's gradient (its A and B: peft's tensors, or its slices of the stacks) in place by min(1, c / ||g_k||)."
+    scales = [clip_scale(n, max_norm) for n in grad_norms]
+    with torch.no_grad():
+        for k, s in enumerate(scales):
+            if s < 1:
+                for g in adapter_grads(ens, k):
+                    if g is not None: g.mul_(s)              # a view into the stacks' gradient: that adapter's slice only
+    return scales
 
 def _share_gradients(ens: LoRAEnsemble) -> None:
     "peft: a zero gradient on an adapter's tensor wherever another adapter's same tensor has one (what one AdamW over the stacks sees)."
@@ -201,10 +232,12 @@ def update_epoch(
     if len(optimizers) != len(trainable_groups(ens)):
         raise ValueError(f"need make_optimizers(ens)'s {len(trainable_groups(ens))} optimiser(s), got {len(optimizers)}")
     n_kept = sum(int(g.keep.sum()) for g in groups)
-    out = policy_backward(ens, groups, training_counts(groups, ens.n_adapters, cfg.train_on), cfg)
+    counts = training_counts(groups, ens.n_adapters, cfg.train_on, cfg.shared_negatives, cfg.train_subsample)   # (K,) N_k
+    out = policy_backward(ens, groups, counts, cfg)
     pg, dev_max = out["loss"], out["max_ratio_dev"]
-    nnm = nnm_backward(ens, n_kept, cfg)
-    grad_norm = [adapter_grad_norm(ens, k) for k in range(ens.n_adapters)]
+    nnm = nnm_backward(ens, n_kept, cfg)                                            # NNM keeps N, all kept rollouts
+    grad_norm = [adapter_grad_norm(ens, k) for k in range(ens.n_adapters)]          # logged: before clipping
+    clip_gradients(ens, grad_norm, cfg.max_grad_norm)
     _share_gradients(ens)
     for opt in optimizers: opt.step(); opt.zero_grad(set_to_none=True)
     return dict(n_kept=n_kept, pg_loss=pg, nnm_loss=nnm, grad_norm=grad_norm, max_ratio_dev=dev_max)
