@@ -108,3 +108,14 @@ def test_cli_replay(finished, tmp_path):
     (gone / "checkpoints" / "epoch_0000" / "adapters" / "adapter_1" / "adapter_model.safetensors").unlink()
     refused(cli("replay", gone, "--epoch", "1"), "adapter_model.safetensors is missing: a run keeps every epoch's checkpoint")
     test_eq(tree(run), before)
+
+
+def test_a_variant_that_does_not_apply_is_refused(finished, tmp_path):
+    "A run trained on its own rollouts: 'drop' (which acts on other members' rollouts) is refused by name, before any model loads."
+    _, run = finished
+    own = copy_run(run, tmp_path / "own")
+    cfg = json.loads((own / "config.json").read_text())
+    cfg["update"]["train_on"] = "own"
+    (own / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError) as e: replay(own, 1, ["drop"])
+    assert "variant 'drop' does not apply to" in str(e.value) and "train_on='own'" in str(e.value), str(e.value)

@@ -45,6 +45,10 @@ VARIANTS = {   # name -> Variant; `ugttt replay --variant NAME`
     "own": Variant("each adapter learns only from the rollouts it generated", update=dict(train_on="own")),
     "truncated": Variant("each token weighted by min(pi_k,old / pi_gen, 2)", update=dict(behaviour_weight="truncated")),
     "ratio_generator": Variant("the ratio to the generating adapter (the reference's)", update=dict(ratio_to="generator")),
+    "fifth": Variant("each adapter trains on every fifth of its rows of the epoch", update=dict(train_subsample=5)),
+    "drop": Variant("another member's rollout enters adapter k's loss only where its advantage is > 0", update=dict(shared_negatives="drop")),
+    "tapered": Variant("another member's negative rollouts weighted by min(pi_k,old / pi_gen, 1) (TOPR)", update=dict(shared_negatives="tapered")),
+    "clip": Variant("each adapter's gradient clipped to norm 1.0 before its step", update=dict(max_grad_norm=1.0)),
     "lr_over_k": Variant("the learning rate / K", lr_power=1.0),
     "lr_over_sqrt_k": Variant("the learning rate / sqrt K", lr_power=0.5),
 }
@@ -298,7 +302,8 @@ def replay(
 ) -> dict:                      # run, epoch, n_adapters, method, rollouts, logged grad norms, threads, rows, seconds, notes
     "Re-run one epoch's update of a run from its checkpoint under named variants; per member: KL to the base before and after, gradient norm, update size."
     run_dir = Path(run_dir)
-    names = check_variants(variants)
+    given = [variants] if isinstance(variants, str) else list(variants)
+    names = check_variants(given)
     if "as_trained" not in names: names.append("as_trained")
     if json_path is not None and Path(json_path).resolve().is_relative_to(run_dir.resolve()):
         raise ValueError(f"{json_path} lies inside the run directory {run_dir}; a replay never writes into a run")
@@ -308,7 +313,12 @@ def replay(
     check_replayable(run_dir, epoch, cfg)
     check_extras(cfg); check_device(cfg)
     K = cfg.n_adapters
-    upd = {n: variant_update(cfg.update, VARIANTS[n], K) for n in names}   # every variant's config valid before compute
+    upd = {}                                                # every variant's config valid before compute
+    for n in names:
+        try: upd[n] = variant_update(cfg.update, VARIANTS[n], K)
+        except ValueError as e:                             # e.g. shared_negatives with a run trained on its own rollouts
+            if n in given: raise ValueError(f"variant {n!r} does not apply to {run_dir}: {e}") from None
+    names = [n for n in names if n in upd]                   # what "all" holds that this run cannot take is left out
     logged = logged_epoch(run_dir, epoch, K)
     threads = threads or logged["threads"] or torch.get_num_threads()
     with _torch_threads(threads): return _replay(run_dir, epoch, cfg, names, upd, logged, threads, sandbox, progress, json_path)
