@@ -59,11 +59,17 @@ def load_checkpoint(
     optimizers,               # its K optimisers, built from the run's config: their states are overwritten, their hyperparameters kept
     gen: torch.Generator,     # the sampling generator: its state is overwritten
     cfg: TrainConfig,         # the run's config: what its sampler and streaming history can hold
+    epoch: int | None = None, # the checkpoint of this epoch (checkpoints/epoch_XXXX, ugttt.replay); None: the newest (latest.json)
 ) -> dict:                    # epoch, counter, sampler (PUCTSampler), history (StreamingHistory)
-    "Restore the latest complete checkpoint into ens/optimizers/gen; RunDirError naming the file if anything is missing or malformed."
-    latest = read_latest(run_dir)
-    if latest is None: raise RunDirError(f"{Path(run_dir) / CHECKPOINTS / LATEST} does not exist: no checkpoint to resume")
-    epoch, ck = latest
+    "Restore the latest (or the given epoch's) complete checkpoint into ens/optimizers/gen; RunDirError naming the file if anything is missing or malformed."
+    if epoch is None:
+        latest = read_latest(run_dir)
+        if latest is None: raise RunDirError(f"{Path(run_dir) / CHECKPOINTS / LATEST} does not exist: no checkpoint to resume")
+        epoch, ck = latest
+    else:
+        if not is_int(epoch, 0): raise ValueError(f"epoch must be an int >= 0, got {quote(epoch, 80)}")
+        ck = checkpoint_path(run_dir, epoch)
+        if ck.is_symlink() or not ck.is_dir(): raise RunDirError(f"{ck} is not a checkpoint directory: the run has no checkpoint of epoch {epoch}")
     st = _read_state(ck / TRAINER_STATE, epoch, optimizers, gen)
     sampler = _from_json(PUCTSampler, ck / SAMPLER_STATE, _sampler_max_bytes(cfg))
     history = _from_json(StreamingHistory, ck / STREAMING_STATE, 32 * cfg.epochs * cfg.groups_per_epoch * cfg.group_size + 4096)

@@ -75,7 +75,7 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(f"ugttt: error: {message}\n"); sys.exit(2)
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `ugttt` parser: `train` and `plan` with a flag per config field, `report`, and `doctor`."
+    "The `ugttt` parser: `train` and `plan` with a flag per config field, `report`, `replay` and `doctor`."
     p = _Parser(prog="ugttt", description="UG-TTT: uncertainty-guided test-time training (train a run, plan one, report runs, "
                 "check the sandbox).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -97,6 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("runs", nargs="+", type=Path, help="run directories")
     r.add_argument("--plot", type=Path, metavar="FILE", help="also draw R_max and family entropy per epoch, a line per "
                    "run, to FILE (.png or .pdf)")
+    from ugttt.replay import VARIANTS
+    rp = sub.add_parser("replay", help="re-run one epoch's update of a run under named variants", description="Re-run epoch "
+                        "E's update of a run from its own checkpoint (the state before that update) under variants that change "
+                        "one thing each, every one from the same state and groups, and print per member the full-vocabulary "
+                        "KL to the base model on its own rollouts before and after, the gradient norm and the update's size. "
+                        "as_trained must reproduce the logged gradient norms exactly. The run directory is only read.")
+    rp.add_argument("run", type=Path, help="the run directory")
+    rp.add_argument("--epoch", type=int, required=True, help="the epoch whose update is replayed (0: from the run's seed)")
+    rp.add_argument("--variant", action="extend", nargs="+", metavar="NAME",
+                    help=f"variants to run (default as_trained; all for every one): {', '.join(VARIANTS)}")
+    rp.add_argument("--json", type=Path, help="also write the numbers to this JSON file (not inside the run)")
+    rp.add_argument("--threads", type=int, help="torch threads (default: as many as the run's updates used, as it logged)")
+    rp.add_argument("--quiet", action="store_true", help="no progress bars")
     sub.add_parser("doctor", help="how this machine confines generated programs", description="Probe every isolation mode of "
                    "the sandbox (bwrap, mountns, netns, limits), say what each confines and which one isolation='auto' picks. "
                    "Exit status 1 when auto would refuse to run programs here (no mode that confines files works).")
@@ -347,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         text, ok = isolation_report(); print(text); return 0 if ok else 1
     try:
         if args.command == "report": return _report(args.runs, args.plot)
+        if args.command == "replay": return _replay(args)
         cfg = config_from_args(args)
         if args.command == "plan":
             from ugttt.plan import plan, format_plan
@@ -379,3 +393,11 @@ def _report(runs, plot=None) -> int:
 def _fail(e: BaseException) -> int:
     "Print an error as one line of bounded length (a message's own line breaks joined) and return exit code 2."
     sys.stderr.write("ugttt: error: " + clip(" ".join(str(e).splitlines())) + "\n"); return 2
+
+# %% ../nbs/33_cli.ipynb #6f2a9d41
+def _replay(args) -> int:
+    "Replay one epoch's update of a run (ugttt.replay) and print its table; refusals are ValueErrors, one line each."
+    from ugttt.replay import format_replay, replay
+    print(format_replay(replay(args.run, args.epoch, args.variant or ["as_trained"], threads=args.threads,
+                               progress=not args.quiet, json_path=args.json)))
+    return 0

@@ -24,8 +24,8 @@ from .update import GroupUpdate, group_advantages, make_optimizers, max_principa
 _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 28_checkpoint's, importable from here as before
 
 # %% auto #0
-__all__ = ['RunState', 'start_run', 'GenerationBar', 'run_epoch', 'train', 'check_extras', 'check_device', 'save_checkpoint',
-           'load_checkpoint', 'check_run_dir']
+__all__ = ['RunState', 'build_state', 'start_run', 'GenerationBar', 'EpochGroups', 'epoch_groups', 'run_epoch', 'train',
+           'check_extras', 'check_device', 'save_checkpoint', 'load_checkpoint', 'check_run_dir']
 
 # %% ../nbs/30_trainer.ipynb #6defca40
 @dataclass
@@ -45,6 +45,22 @@ class RunState:
     progress: bool = False       # tqdm bars
     start: int = 0               # the first epoch to run: 0, or the epoch after a resumed checkpoint's
 
+# %% ../nbs/30_trainer.ipynb #3c5e1b7a
+def build_state(
+    cfg: TrainConfig,   # the run
+    run_dir,            # its directory (not touched here)
+    progress: bool,     # tqdm bars
+) -> RunState:          # the state of a new run before its first epoch; its sandbox is the caller's to set
+    "Seed, load the model and build the run's state (optimisers, sampler, gate history) as a new run starts; writes nothing."
+    task = get_task(cfg.task)
+    torch.manual_seed(cfg.seed)
+    ens = LoRAEnsemble.from_config(cfg.policy)
+    gen = sampling_generator(ens.device, cfg.seed)        # on the policy's device: ATen refuses a CPU generator for CUDA logits
+    optimizers = make_optimizers(ens, cfg.update)
+    sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
+                          topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
+    return RunState(cfg, ens, optimizers, sampler, StreamingHistory(), gen, task, Path(run_dir), progress=progress)
+
 # %% ../nbs/30_trainer.ipynb #e0e7c44c
 def start_run(
     cfg: TrainConfig,   # the run (check_run_dir has passed)
@@ -52,17 +68,10 @@ def start_run(
     resume: bool,       # continue the run there from its newest checkpoint
     progress: bool,     # tqdm bars
 ) -> RunState:          # the state before the first epoch to run; its sandbox is the caller's to set
-    "Seed, load the model, create (or resume) the run directory and build the run's state: optimisers, sampler, gate history."
-    task = get_task(cfg.task)
-    torch.manual_seed(cfg.seed)
-    ens = LoRAEnsemble.from_config(cfg.policy)            # before the directory exists: a model that fails to load leaves nothing
-    gen = sampling_generator(ens.device, cfg.seed)        # on the policy's device: ATen refuses a CPU generator for CUDA logits
+    "Build the run's state (build_state), then create the run directory, or resume the run from its newest checkpoint."
+    state = build_state(cfg, run_dir, progress)           # before the directory exists: a model that fails to load leaves nothing
     if not resume: create_run(run_dir, config_to_dict(cfg))
-    optimizers = make_optimizers(ens, cfg.update)
-    sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
-                          topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
-    state = RunState(cfg, ens, optimizers, sampler, StreamingHistory(), gen, task, Path(run_dir), progress=progress)
-    st = resume_run(run_dir, ens, optimizers, gen, cfg) if resume else None
+    st = resume_run(run_dir, state.ens, state.optimizers, state.gen, cfg) if resume else None
     if st is not None: state.start, state.counter, state.sampler, state.history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
     state.best = best_reward(iter_jsonl(state.run_dir / METRICS))   # streamed: one record in memory at a time
     return state
@@ -101,15 +110,26 @@ class GenerationBar:
         "Close the bar (nothing to do when it is off)."
         if self.bar is not None: self.bar.close()
 
-# %% ../nbs/30_trainer.ipynb #0a2ed1bd
-def run_epoch(
-    state: RunState,   # the run; its rollout counter, best reward, sampler and gate history advance
-    epoch: int,        # the epoch to run
-) -> dict:             # the epoch's record, as metrics.jsonl holds it
-    "One epoch of Algorithm 1; appends its logs and the PUCT snapshot; returns the epoch's record."
-    s, cfg, G = state, state.cfg, state.cfg.group_size
+# %% ../nbs/30_trainer.ipynb #5d2f0c91
+@dataclass
+class EpochGroups:
+    "Steps 1-5 of one epoch: the PUCT parents, their prompts, the generated groups, their evaluations, scores and advantages."
+    parents: list   # the epoch's PUCT parents, one per group
+    texts: list     # their prompt texts
+    groups: list    # per group, the G generated Rollouts
+    evals: list     # per group, the G Evaluations (R_exec), in rollout order
+    scores: list    # per group, the all-adapter RolloutScores (with base log-probs)
+    advs: list      # per group, group_advantages: entropic_beta, advantages, shaped, keep
+    times: dict     # seconds: rollout, verify, score
+
+# %% ../nbs/30_trainer.ipynb #8e4b6a2d
+def epoch_groups(
+    state: RunState,   # the run; its rollout counter, sampler and gate history advance
+) -> EpochGroups:
+    "Steps 1-5 of Algorithm 1: PUCT parents, generation, verification, all-adapter scoring (the gate's history gets each rollout), advantages."
+    s, cfg = state, state.cfg
     stream = cfg.streaming if cfg.streaming_on else None       # the gate: UG-TTT on AC1 and CP26 (make_config)
-    t0, start = time.perf_counter(), s.counter
+    t0 = time.perf_counter()
     # 1. PUCT parents
     parents = s.sampler.sample(cfg.groups_per_epoch)
     # 2. their prompts (a long parent is cut to fit), G rollouts each, the adapters round robin from the rollout counter
@@ -127,23 +147,37 @@ def run_epoch(
     t3 = time.perf_counter()
     # 5. per group: entropic beta, leave-one-out and shaped advantages; constant groups dropped
     advs = [group_advantages([e.reward for e in ev], sc.uncertainty, cfg.update) for ev, sc in zip(evals, scores)]
+    return EpochGroups(parents, texts, groups, evals, scores, advs, dict(rollout=t1 - t0, verify=t2 - t1, score=t3 - t2))
+
+# %% ../nbs/30_trainer.ipynb #0a2ed1bd
+def run_epoch(
+    state: RunState,   # the run; its rollout counter, best reward, sampler and gate history advance
+    epoch: int,        # the epoch to run
+) -> dict:             # the epoch's record, as metrics.jsonl holds it
+    "One epoch of Algorithm 1; appends its logs and the PUCT snapshot; returns the epoch's record."
+    s, cfg, G = state, state.cfg, state.cfg.group_size
+    t0, start = time.perf_counter(), s.counter
+    # 1.-5. parents, generation, verification, scoring, advantages (epoch_groups)
+    eg = epoch_groups(s)
+    t3 = time.perf_counter()
     # 6. the update: per-adapter policy gradient over the kept rollouts, NNM, one optimiser step
-    items = [GroupUpdate(g, sc, a["shaped"], a["keep"]) for g, sc, a in zip(groups, scores, advs)]
+    items = [GroupUpdate(g, sc, a["shaped"], a["keep"]) for g, sc, a in zip(eg.groups, eg.scores, eg.advs)]
     stats = update_epoch(s.ens, items, s.optimizers, cfg.update)
     t4 = time.perf_counter()
     # 7. the PUCT backup of every kept group's children, the end-of-epoch flush and its snapshot
-    for j, (p, ev, a) in enumerate(zip(parents, evals, advs)):   # constant groups update nothing (as the reference)
+    for j, (p, ev, a) in enumerate(zip(eg.parents, eg.evals, eg.advs)):   # constant groups update nothing (as the reference)
         if a["keep"].any(): s.sampler.update(p, [e.child_state(p.state) for e in ev], [epoch * 1000 + j * G + i for i in range(G)])
     write_atomic(snapshot_path(s.run_dir, epoch), json.dumps(s.sampler.flush(epoch)))
-    threshold = s.history.threshold(cfg.streaming.percentile) if stream is not None else None
+    threshold = s.history.threshold(cfg.streaming.percentile) if cfg.streaming_on else None
     s.history.end_epoch()
     # 8. the epoch's logs
     log = EpochLog(cfg, epoch, start, s.task)
-    for text, g, ev, sc, a in zip(texts, groups, evals, scores, advs): log.add_group(text, g, ev, sc, a)
+    for text, g, ev, sc, a in zip(eg.texts, eg.groups, eg.evals, eg.scores, eg.advs): log.add_group(text, g, ev, sc, a)
     s.best = log.best(s.best)
-    times = dict(rollout=t1 - t0, verify=t2 - t1, score=t3 - t2, train=t4 - t3, total=time.perf_counter() - t0)
+    times = dict(**eg.times, train=t4 - t3, total=time.perf_counter() - t0)
     cosine = max_principal_cosine(s.ens) if s.ens.n_adapters >= 2 else None
     rec = log.epoch_record(stats, s.best, times, s.sampler.stats(), cosine, threshold)
+    rec["torch/threads"] = torch.get_num_threads()   # a backward's float sums depend on it: 37_replay reproduces the update with as many
     append_jsonl(s.run_dir / TRAJECTORIES, log.trajectories)
     append_jsonl(s.run_dir / METRICS, log.metric_lines(rec))
     return rec
