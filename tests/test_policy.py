@@ -258,7 +258,7 @@ def test_sampling_generator_lives_on_the_policy_device(ens, prompt):
 def test_trainer_makes_its_generator_on_the_policy_device():
     import inspect
     from ugttt import trainer
-    src = inspect.getsource(trainer.start_run)                  # train() builds its state, the generator included, here
+    src = inspect.getsource(trainer.build_state)                # train() (start_run) and the replay build a run's state, the generator included, here
     assert "sampling_generator(ens.device, cfg.seed)" in src and "torch.Generator()" not in inspect.getsource(trainer)
 
 

@@ -105,6 +105,9 @@ def test_notebook_runs_in_smoke_mode(name, smoke_dirs):
     check_outputs(out, name, seeds)
 
 
+# Stages 1 and 2 are finished studies whose results are committed (docs/mechanism.md): their smoke tests (19 s and 56 s on
+# the idle machine) run in `make slow`, so that `make test` stays near 15 minutes with the wheel smoke and stage 4's test.
+@pytest.mark.slow
 def test_mechanism_pilot_runs_in_smoke_mode(tmp_path):
     "The regime pilot trains its baseline and control runs, applies its rule, and writes the table, per-seed and per-epoch CSVs, figure and JSON."
     import papermill as pm, pandas as pd
@@ -136,6 +139,7 @@ MECHANISM_COLUMNS = ["task", "arm", "seed", "epoch", "entropy_bits", "entropy_mm
                      "r_max_so_far"]   # the per-epoch columns docs/mechanism.md promises
 
 
+@pytest.mark.slow   # stage 2, a finished study: see above
 def test_mechanism_runs_in_smoke_mode(tmp_path):
     "The arms train seed by seed, and the per-epoch CSV, per-run CSV, table with paired differences, five figures and JSON are written."
     import papermill as pm, pandas as pd, math
@@ -181,7 +185,7 @@ OFFPOLICY_ARMS = ["control", "baseline", "ensemble_only", "ugttt", "ensemble_onl
 
 # slow (make slow): three papermill runs training 8 arms x 2 seeds and the reuse path, the longest test of the suite
 # (594 s at load 15-25, against 358 s for the stage-2 test above; an estimated 2 minutes on the idle machine). Stage 3 is a
-# finished study whose results are committed (docs/mechanism.md); stage 2's test keeps its arms and tables in make test.
+# finished study whose results are committed (docs/mechanism.md); stage 4's test keeps a study's arms and tables in make test.
 @pytest.mark.slow
 def test_mechanism_offpolicy_runs_in_smoke_mode(tmp_path):
     "Stage 3 trains its arms; reused arms are read from stage-2 files after a retrained seed reproduces them, and refused when it does not."
