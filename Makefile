@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test test-fast wheel-smoke check-sync readme slow docs docs-slow docs-test table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a bench clean
+.PHONY: install system-deps test test-fast wheel-smoke check-sync readme slow docs docs-slow docs-test table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a mechanism-stable-b bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -128,6 +128,11 @@ mechanism-stable-a: install
 	mkdir -p reproduce/out
 	cd reproduce && ../$(BIN)/papermill mechanism_stable_a.ipynb out/mechanism_stable_a.ipynb --no-progress-bar --log-output $(P)
 	@echo; cat reproduce/out/mechanism_stable_a.md
+
+mechanism-stable-b: install
+	mkdir -p reproduce/out
+	cd reproduce && ../$(BIN)/papermill mechanism_stable_b.ipynb out/mechanism_stable_b.ipynb --no-progress-bar --log-output $(P)
+	@echo; cat reproduce/out/mechanism_stable_b.md
 
 # speed and memory figures (printed, never asserted): every bench/ script, then one table of headline figures, each
 # with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 7 min on 2 cores;

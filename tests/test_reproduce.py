@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs
 TABLES = dict(table1=["table1"], table2=["table2"], table3=["table3"], table4=["table4_firing", "table4_paired", "table4_spearman"])
-STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy", "mechanism_stable_a"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
+STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy", "mechanism_stable_a", "mechanism_stable_b"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
 REQUIRED_PARAMETERS = {"preset", "epochs", "seeds", "runs_dir", "reuse", "smoke", "out_dir"}
 
 
@@ -265,6 +265,33 @@ def test_mechanism_stable_a_runs_in_smoke_mode(tmp_path):
     assert list(second["reproduction_check"]) == ["baseline seed 0", "ensemble_only seed 0"]
     assert all(v["same"] for v in second["reproduction_check"].values())
     assert second["readings"] == first["readings"]
+
+
+def test_mechanism_stable_b_runs_in_smoke_mode(tmp_path):
+    "Stage 4 part B reads part A's choice, trains baseline, ensemble_only_X and ugttt_X, and applies its readings; a bad candidate is named."
+    import papermill as pm, pandas as pd
+    part_a = tmp_path / "part_a.json"
+    part_a.write_text(json.dumps({"results": {"readings": {"chosen for part B": ["ensemble_only_clip"]}}}))
+    def run(out, **kw):
+        pm.execute_notebook(str(REPRO / "mechanism_stable_b.ipynb"), str(tmp_path / "stage4b.out.ipynb"), cwd=str(REPRO),
+                            parameters=dict(smoke=True, seeds=[0, 1], part_a=str(part_a), runs_dir=str(tmp_path / "runs"),
+                                            out_dir=str(out), **kw),
+                            progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
+        return json.loads((out / "mechanism_stable_b.json").read_text())["results"]
+    res = run(tmp_path / "b")
+    assert list(res["arms"]) == ["baseline", "ensemble_only_clip", "ugttt_clip"] and res["candidates"] == ["ensemble_only_clip"]
+    assert res["arms"]["ugttt_clip"]["overrides"] == {"update.max_grad_norm": 1.0}
+    assert {"primary 1: clip removes the drift", "primary 2: ugttt_clip - baseline, family entropy", "recommendation"} <= set(res["readings"])
+    assert set(res["differences"]) == {"ensemble_only_clip - baseline", "ugttt_clip - baseline", "ugttt_clip - ensemble_only_clip"}
+    assert res["arms"]["baseline"]["torch_threads"] == {"0": [1], "1": [1]}   # train_runs: one torch thread per run with 2 workers
+    curves = pd.read_csv(tmp_path / "b" / "mechanism_stable_b_per_seed.csv")
+    stage2_columns = list(pd.read_csv(ROOT / "docs" / "results" / "mechanism_per_seed.csv", nrows=0).columns)
+    assert list(curves.columns) == stage2_columns and len(curves) == 3 * 2 * 2
+    assert set(pd.read_csv(tmp_path / "b" / "mechanism_stable_b_mi_ratio.csv").arm) == {"ensemble_only_clip", "ugttt_clip"}
+    for fig in ("entropy", "kl_mi"):
+        assert (tmp_path / "b" / f"mechanism_stable_b_{fig}.pdf").read_bytes()[:4] == b"%PDF"
+    with pytest.raises(pm.PapermillExecutionError, match="unknown candidate 'ensemble_only_nope'"):
+        run(tmp_path / "c", candidates=["ensemble_only_nope"])
 
 
 _PARENT = '''
