@@ -235,6 +235,7 @@ def test_mechanism_offpolicy_runs_in_smoke_mode(tmp_path):
 STABLE_A_ARMS = ["baseline", "ensemble_only", "ensemble_only_clip", "ensemble_only_own_kg"]   # a subset: every kind of override
 
 
+@pytest.mark.slow   # stage 4 part A, a finished study (its runs and result are committed): make slow
 def test_mechanism_stable_a_runs_in_smoke_mode(tmp_path):
     "Stage 4 part A trains its arms (a subset here, one seed), applies its rule, replays the check runs and reads reused arms from files."
     import papermill as pm, pandas as pd
