@@ -48,19 +48,10 @@ readme: install
 wheel-smoke: install
 	$(BIN)/python tools/wheel_smoke.py
 
-# What CI runs (.ci/run): the wheel smoke, then pytest in two parts, each ending with its slowest tests. First every
-# test but the sandbox's own suites, on one pytest process per CPU, at most TEST_JOBS (pytest-xdist; each test keeps
-# its own temporary directories, so they share nothing; each process holds a model or two, about 1-2 GB, and gets its
-# share of the CPUs as torch threads: two processes of two threads each on 2 cores ran torch's tests 4-7 times slower
-# than one process, the threads spinning against each other); then the
-# sandbox's suites and notebooks and the tests that assert a wall-clock time (markers sandbox, ray and serial) alone,
-# one at a time, because they time programs against budgets and their hostile programs saturate the machine on purpose. Tests marked slow and `#| slow` cells run in
-# `make slow`.
-TEST_JOBS ?= 4
+# What CI runs (.ci/run). About 13 min on an idle 2-core machine: the wheel smoke, then pytest with a line per test file
+# and the 25 slowest tests at the end (tests marked slow and `#| slow` cells run in `make slow`).
 test: install check-sync wheel-smoke
-	n=$$(nproc); j=$$(( n < $(TEST_JOBS) ? n : $(TEST_JOBS) )); \
-	OMP_NUM_THREADS=$$(( n / j )) MKL_NUM_THREADS=$$(( n / j )) $(BIN)/python -m pytest --strict-markers --durations=25 -n $$j -m "not (sandbox or ray or serial)" tests
-	$(BIN)/python -m pytest --strict-markers --durations=10 -m "sandbox or ray or serial" tests
+	$(BIN)/python -m pytest --strict-markers --durations=25 tests
 
 # The fast loop, under 2 min on 2 cores: math, tasks and unit tests and the fast notebooks (markers: pytest.ini).
 test-fast: install

@@ -434,7 +434,6 @@ def test_entropy_uniform_is_log2_k():
         test_close(family_entropy([str(i) for i in range(k)] * 3), math.log2(k), eps=1e-12)
 
 
-@pytest.mark.serial   # a wall-clock bound: alone in make test
 @pytest.mark.parametrize('code', ['h = np.exp(' * 5000, 'np.where(' * 5000, 'sqrt(' * 5000, 'a[b' * 20000,
                                   '(2*n' * 20000, 'from a import b as c, ' * 5000, '[1,' * 20000],
                          ids=['exp(', 'where(', 'sqrt(', 'a[b', '(2*n', 'imports', '[1,'])

@@ -30,17 +30,8 @@ def test_there_are_notebooks():
     assert len(NBS) >= 1, 'no notebook found under nbs/: nothing would be executed'
 
 
-# The sandbox's notebooks start workers, kill them and time programs against budgets: marked `sandbox` too, so that
-# `make test` runs them with the sandbox's suites, alone (Makefile).
-SANDBOX = {'02_sandbox_worker', '03_isolation', '03_sandbox', '08_sandbox_ray'}
-
-
-def _marks(nb: Path) -> list:
-    "The markers of a notebook's test: `notebook` unless it is on the fast list, `sandbox` for the sandbox's own."
-    return ([] if nb.stem in FAST else [pytest.mark.notebook]) + ([pytest.mark.sandbox] if nb.stem in SANDBOX else [])
-
-
-@pytest.mark.parametrize('nb', [pytest.param(nb, marks=_marks(nb)) for nb in NBS], ids=lambda p: p.name)
+@pytest.mark.parametrize('nb', [nb if nb.stem in FAST else pytest.param(nb, marks=pytest.mark.notebook) for nb in NBS],
+                         ids=lambda p: p.name)
 def test_notebook(nb, monkeypatch):
     monkeypatch.chdir(nb.parent)
     skip = SKIP + ([] if _has_cuda() else ['cuda'])

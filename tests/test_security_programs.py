@@ -98,7 +98,6 @@ def test_chat_prompt_at_the_exact_boundary_then_one_token_over(qwen):
 
 # ---- 2. the family labeller ------------------------------------------------------------------------------------------
 
-@pytest.mark.serial   # a wall-clock bound: alone in make test
 def test_a_correct_program_the_labeller_cannot_recurse_into(sandbox):
     chain = "```python\ndef propose_candidate():\n    return " + "+".join(["[1]"] * 1200) + "\n```"
     ev = get_task("ac1").evaluate(chain, budget_s=5.0, sandbox=sandbox)
@@ -139,7 +138,6 @@ def test_what_your_scorer_returns_is_checked(scorer, why, sandbox):
     test_eq((ok.correct, ok.reward, ok.construction), (True, 0.5, [0.5]))
 
 
-@pytest.mark.serial   # a wall-clock bound on the scorer's backstop: alone in make test
 def test_a_slow_scorer_is_stopped_at_the_budget(sandbox):
     slow = _own("slow-own", lambda r, s: (time.sleep(5), Score(True, 1.0, 1.0, None))[1])
     t = time.perf_counter()
@@ -215,7 +213,6 @@ print(json.dumps(out))
 '''
 
 
-@pytest.mark.serial   # a 1.5 GB sandbox fed 64 MB replies, measured in memory and CPU time: alone in make test
 def test_replies_costly_to_parse_are_refused_unparsed():
     "The issue's numbers before the fix: chains +3.1 GB and 10-13 s of CPU, the astral string +640 MB; now a few MB."
     p = subprocess.run([sys.executable, "-c", PARSE_COST.replace("ROOT", repr(str(ROOT)))], capture_output=True, text=True,

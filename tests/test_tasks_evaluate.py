@@ -130,7 +130,6 @@ def test_exceptions(sandbox, task_name):
     test_eq(ev.stdout, "about to fail\n")
 
 
-@pytest.mark.serial   # a wall-clock bound on a CPU-time budget: alone in make test
 @pytest.mark.parametrize("task_name", ["ac1", "erdos"])
 def test_timeouts(sandbox, task_name):
     task = get_task(task_name)

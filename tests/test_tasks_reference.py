@@ -232,7 +232,6 @@ def test_root_states_are_unchanged_bit_for_bit(task_name, seed):
     test_eq(get_task("cp26").initial_state(seed=seed), State())
 
 
-@pytest.mark.serial   # a wall-clock bound: alone in make test
 def test_the_size_cap():
     task = get_task("ac1")
     big = np.random.default_rng(0).random(MAX_ENTRIES)
