@@ -18,6 +18,8 @@ trained one after another, the paper preset's way) and `peft` (K peft adapters, 
 the batched module, and the mechanism study's pinned one). Each UG-TTT epoch is compared with the baseline epoch of the
 same ensemble, measured in the same run (the target: at most 1.5x). `ugttt-own` is UG-TTT with `update.train_on="own"`:
 each adapter trains only on the rollouts it generated (batched: every rollout once, through its own adapter).
+`ugttt-drop` is UG-TTT with `update.shared_negatives="drop"` (the stable-ensemble setting of the mechanism study,
+docs/mechanism.md stage 4): another adapter's rollout enters adapter k's loss only where its advantage is positive.
 
 On a CPU the arithmetic sets that ratio: a UG-TTT epoch scores every rollout under K adapters and the base (K + 1
 forwards, the baseline 2) and trains K adapters on every rollout (K forward+backward passes, the baseline 1; with
@@ -28,7 +30,7 @@ the "arithmetic estimate" the script prints next to the measured ratio (one epoc
 forwards into one does not change the arithmetic; only a device where one batched forward of K blocks costs less than
 K forwards (a GPU with a small model, where launches and not flops set the time) can go well below it.
 
-Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt ugttt-own baseline] [--ensembles stacked-batched peft] [--task cp26]
+Usage: python bench/trainer_epoch.py [--threads 2] [--quick] [--methods ugttt ugttt-own ugttt-drop baseline] [--ensembles stacked-batched peft] [--task cp26]
 """
 import argparse, os, sys, tempfile, time
 from pathlib import Path
@@ -43,7 +45,8 @@ SPLIT = [("generate", "time/rollout"), ("verify", "time/verify"), ("score", "tim
          ("epoch", "time/total")]
 
 
-VARIANTS = {"ugttt-own": ("ugttt", {"update.train_on": "own"})}   # name -> (method, overrides)
+VARIANTS = {"ugttt-own": ("ugttt", {"update.train_on": "own"}),                 # name -> (method, overrides)
+            "ugttt-drop": ("ugttt", {"update.shared_negatives": "drop"})}
 ENSEMBLES = {"peft": dict(ensemble="peft", train_mode="per_adapter"), "stacked": dict(ensemble="stacked", train_mode="per_adapter"),
              "stacked-batched": dict(ensemble="stacked", train_mode="batched")}
 
@@ -73,7 +76,8 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument("--quick", action="store_true", help="1 epoch per method instead of 2")
     p.add_argument("--methods", nargs="+", default=["ugttt", "ugttt-own", "baseline"],
-                   help="methods to time (default ugttt ugttt-own baseline; ugttt-own: update.train_on='own')")
+                   help="methods to time (default ugttt ugttt-own baseline; ugttt-own: update.train_on='own', "
+                        "ugttt-drop: update.shared_negatives='drop')")
     p.add_argument("--task", default="cp26", help="task (default cp26)")
     p.add_argument("--ensembles", nargs="+", default=["stacked-batched", "peft"], choices=list(ENSEMBLES),
                    help="how the adapters are held and trained (default stacked-batched peft)")
@@ -109,7 +113,7 @@ def main():
     for ensemble in a.ensembles:
         base = f"baseline ({ensemble})"
         if base in steady: record("trainer_epoch.py", f"tiny epoch ({which}), {base} on {a.task}", steady[base], "s", "", None)
-        for variant, n_train in (("ugttt", K), ("ugttt-own", 1)):   # training forwards per rollout
+        for variant, n_train in (("ugttt", K), ("ugttt-own", 1), ("ugttt-drop", K)):   # training forwards per rollout (drop: at most K)
             ug = f"{variant} ({ensemble})"
             if ug not in steady: continue
             record("trainer_epoch.py", f"tiny epoch ({which}), {ug} on {a.task}", steady[ug], "s",

@@ -30,7 +30,7 @@ class UpdateConfig:
     train_on: str = "all"               # "all": adapter k learns from every kept rollout of its group (paper, reference); "own": only from those it generated
     behaviour_weight: str = "none"      # "none" (paper); "truncated": each token's surrogate times the detached min(pi_k,old / pi_gen, behaviour_cap)
     behaviour_cap: float = 2.0          # c, the truncation of the behaviour weight (read only with behaviour_weight="truncated")
-    shared_negatives: str = "keep"      # another member's rollouts in adapter k's loss: "keep" (paper) either sign; "drop" only where A_i^shaped > 0; "tapered" (TOPR) those with A_i^shaped < 0 times the detached min(pi_k,old / pi_gen, 1) per token
+    shared_negatives: str = "keep"      # another member's rollouts in adapter k's loss: "keep" (paper) either sign; "drop" only where A_i^shaped > 0 (recommended for a stable ensemble: docs/mechanism.md, stage 4); "tapered" (TOPR) those with A_i^shaped < 0 times the detached min(pi_k,old / pi_gen, 1) per token
     train_subsample: int = 1            # n: each adapter trains on every n-th of its rows of the epoch (positions 0, n, 2n, ...), normalised by those it keeps; 1 = all (paper)
     kl_coef: float = 0.01               # lambda_KL of the token-wise KL correction (App. A)
     kl_group_centred: bool = False      # True: the reference's group-centred correction with the generator's log-probs
