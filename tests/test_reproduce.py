@@ -106,7 +106,8 @@ def test_notebook_runs_in_smoke_mode(name, smoke_dirs):
 
 
 # Stages 1 and 2 are finished studies whose results are committed (docs/mechanism.md): their smoke tests (19 s and 56 s on
-# the idle machine) run in `make slow`, so that `make test` stays near 15 minutes with the wheel smoke and stage 4's test.
+# the idle machine) run in `make slow`, as every stage's does now that all four are finished, so that `make test` stays
+# within 15 minutes with the wheel smoke; the table notebooks' smoke tests above keep the shared reproduce machinery in it.
 @pytest.mark.slow
 def test_mechanism_pilot_runs_in_smoke_mode(tmp_path):
     "The regime pilot trains its baseline and control runs, applies its rule, and writes the table, per-seed and per-epoch CSVs, figure and JSON."
@@ -185,7 +186,7 @@ OFFPOLICY_ARMS = ["control", "baseline", "ensemble_only", "ugttt", "ensemble_onl
 
 # slow (make slow): three papermill runs training 8 arms x 2 seeds and the reuse path, the longest test of the suite
 # (594 s at load 15-25, against 358 s for the stage-2 test above; an estimated 2 minutes on the idle machine). Stage 3 is a
-# finished study whose results are committed (docs/mechanism.md); stage 4's test keeps a study's arms and tables in make test.
+# finished study whose results are committed (docs/mechanism.md).
 @pytest.mark.slow
 def test_mechanism_offpolicy_runs_in_smoke_mode(tmp_path):
     "Stage 3 trains its arms; reused arms are read from stage-2 files after a retrained seed reproduces them, and refused when it does not."
@@ -268,6 +269,7 @@ def test_mechanism_stable_a_runs_in_smoke_mode(tmp_path):
     assert second["readings"] == first["readings"]
 
 
+@pytest.mark.slow   # stage 4 part B, a finished study (its runs and result are committed): make slow
 def test_mechanism_stable_b_runs_in_smoke_mode(tmp_path):
     "Stage 4 part B reads part A's choice, trains baseline, ensemble_only_X and ugttt_X, and applies its readings; a bad candidate is named."
     import papermill as pm, pandas as pd
