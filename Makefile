@@ -48,7 +48,7 @@ readme: install
 wheel-smoke: install
 	$(BIN)/python tools/wheel_smoke.py
 
-# What CI runs (.ci/run). About 13 min on an idle 2-core machine: the wheel smoke, then pytest with a line per test file
+# What CI runs (.ci/run). 14-15 min on an idle 2-core machine (two runs: 14:08, 14:49): the wheel smoke, then pytest with a line per test file
 # and the 25 slowest tests at the end (tests marked slow and `#| slow` cells run in `make slow`).
 test: install check-sync wheel-smoke
 	$(BIN)/python -m pytest --strict-markers --durations=25 tests
