@@ -114,7 +114,7 @@ def part_decode(ens, sz, model_dir, smoke, out) -> None:
     "Prefill 8 rows to L, time 32 decode steps (base, one adapter, 5 mixed), one gate check at the longest L."
     from ugttt.generation import _sample, sampling_generator, window_scores
     from ugttt.streaming import StreamingConfig
-    from ugttt.policy import _forward, adapters_off
+    from ugttt.policy import model_forward, adapters_off
     dev, V = ens.device, ens.base_model.get_output_embeddings().weight.shape[0]
     gen, STEPS = sampling_generator(dev, 0), sz["steps"]
     for L in sz["decode"]:
@@ -124,13 +124,13 @@ def part_decode(ens, sz, model_dir, smoke, out) -> None:
             with torch.no_grad(), (adapters_off(ens) if names is None else _null()):
                 past = None
                 for s in range(0, L, 4096):   # chunked prefill: only the resident cache matters here, not a 28k-token prefill
-                    o = _forward(ens, names, input_ids=ids[:, s:s + 4096], past_key_values=past, use_cache=True, logits_to_keep=1)
+                    o = model_forward(ens, names, input_ids=ids[:, s:s + 4096], past_key_values=past, use_cache=True, logits_to_keep=1)
                     past = o.past_key_values
                 logits = o.logits[:, -1]
                 with Phase(dev) as ph:
                     for _ in range(STEPS):
                         nxt = _sample(logits, 1.0, gen)                                   # (ROWS,) on the device's generator
-                        o = _forward(ens, names, input_ids=nxt[:, None], past_key_values=past, use_cache=True)
+                        o = model_forward(ens, names, input_ids=nxt[:, None], past_key_values=past, use_cache=True)
                         logits, past = o.logits[:, -1], o.past_key_values
             out.append(dict(part="decode", what=f"{ROWS} rows at {L:,}, {mode}", seconds=ph.seconds,
                             figure=f"{ph.seconds / STEPS * 1e3:.1f} ms/step, {ROWS * STEPS / ph.seconds:.0f} tok/s",
@@ -165,7 +165,7 @@ def rollouts_of(lengths, prompt_len, dev_gen):
 def part_scoring(ens, sz, model_dir, smoke, out) -> None:
     "score_rollouts of a group of mixed lengths; MI = 0 with identical adapters; float32 MI against float64."
     import torch.nn.functional as F
-    from ugttt.policy import _lm_head, init_adapters, member_hidden
+    from ugttt.policy import lm_head, init_adapters, member_hidden
     from ugttt.scores import score_rollouts
     from ugttt.uncertainty import _naive_token_mi, ensemble_token_scores
     g = torch.Generator().manual_seed(1)
@@ -185,7 +185,7 @@ def part_scoring(ens, sz, model_dir, smoke, out) -> None:
     ids = ro.input_ids[:1, :P + 1].to(ens.device)
     with torch.no_grad():
         h = member_hidden(ens, ids, torch.ones_like(ids, dtype=torch.bool))[:, 0, :P]     # (K, P, D)
-    w, b = _lm_head(ens)
+    w, b = lm_head(ens)
     mi32 = ensemble_token_scores(h, w, ids[0, 1:], c.chunk_size, b).token_mi.double()       # (P,)
     mi64 = _naive_token_mi(F.linear(h.double(), w.double(), None if b is None else b.double()))   # (P,) from the same inputs
     rel = float(((mi32 - mi64).abs() / mi64.clamp_min(1e-30)).max())

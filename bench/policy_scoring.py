@@ -68,10 +68,10 @@ def head_paths(hidden, weight, ids, lengths, chunk):
 
 def bench_mi(ens_by_k, lengths, B, reps, head_reps, gen):
     "Part (a): per (K, T), median forward and head times, and what MI adds to the head and to the whole scoring."
-    from ugttt.policy import _lm_head, member_hidden
+    from ugttt.policy import lm_head, member_hidden
     rows = []
     for K, ens in ens_by_k.items():
-        weight, _ = _lm_head(ens)
+        weight, _ = lm_head(ens)
         V = weight.shape[0]
         for T in lengths:
             ids = torch.randint(0, V, (B, T), generator=gen)                         # (B, T) random realised tokens

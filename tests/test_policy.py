@@ -281,7 +281,7 @@ import qwen3_chat
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 from ugttt.policy import PolicyConfig, LoRAEnsemble, adapter_grads, adapter_tensors, dtype_kwarg
 from ugttt.generation import encode_prompt, generate_group, sampling_generator
-from ugttt.scores import score_rollouts, adapter_logprobs, training_mode
+from ugttt.scores import score_rollouts, adapter_logprobs
 
 class OlderTokenizer(PreTrainedTokenizerFast):   # transformers < 5 calls extra_special_tokens additional_special_tokens
     def __init__(self, *a, extra_special_tokens=(), **kw): super().__init__(*a, additional_special_tokens=list(extra_special_tokens), **kw)
@@ -298,7 +298,7 @@ g = generate_group(ens, encode_prompt(ens, "Write a function."), 4, generator=sa
 padded = score_rollouts(ens, g)
 one = score_rollouts(LoRAEnsemble(load(), tok, replace(cfg, score_batch=1)), g)
 assert (padded.token_mi - one.token_mi).abs().max() < 1e-6, "unpadded scoring differs"
-with training_mode(ens, 1):
+with ens.training(1):
     adapter_logprobs(ens, 1, g.input_ids, g.attention_mask)[g.completion_mask].sum().backward()
 assert all(g is not None for g in adapter_grads(ens, 1))
 print("OK", transformers.__version__, peft.__version__)

@@ -19,7 +19,7 @@ from .streaming import StreamingHistory
 from .tasks import MAX_PROGRAM_CHARS
 
 # %% auto #0
-__all__ = ['save_checkpoint', 'load_checkpoint', 'check_run_dir', 'resume_run']
+__all__ = ['save_checkpoint', 'load_checkpoint', 'own_hyperparameters', 'check_run_dir', 'resume_run']
 
 # %% ../nbs/28_checkpoint.ipynb #caa4b45c
 def save_checkpoint(
@@ -76,13 +76,13 @@ def load_checkpoint(
     weights = [_read_adapter(adapter_weights(ck, name), adapter_state(ens, k))
                for k, name in enumerate(ens.names)]                  # every file checked before any adapter is overwritten
     for k, w in enumerate(weights): set_adapter_state(ens, k, w)
-    for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(_own_hyperparameters(o, s))
+    for o, s in zip(optimizers, st["optimizers"]): o.load_state_dict(own_hyperparameters(o, s))
     torch.set_rng_state(st["torch_rng"]); gen.set_state(st["sample_rng"])
     if st["cuda_rng"] is not None and torch.cuda.is_available():   # without CUDA nothing draws from these: left aside
         torch.cuda.set_rng_state_all(st["cuda_rng"])
     return dict(epoch=st["epoch"], counter=st["counter"], sampler=sampler, history=history)
 
-def _own_hyperparameters(o, s: dict) -> dict:
+def own_hyperparameters(o, s: dict) -> dict:
     "The saved optimiser state s with o's own hyperparameters (the run's config's lr, betas, eps, weight decay) in every group."
     own = o.state_dict()["param_groups"]
     return dict(state=s["state"], param_groups=[{**g, "params": list(saved["params"])} for g, saved in zip(own, s["param_groups"])])

@@ -69,5 +69,6 @@ def patch_to(
     def add(f):
         f.__qualname__ = f"{cls.__name__}.{f.__name__}"
         setattr(cls, f.__name__, classmethod(f) if cls_method else f)
-        return f.__globals__.get(f.__name__)   # what the name held before: a method never rebinds a module-level name
+        home = getattr(f, "__wrapped__", f).__globals__   # a decorated function (@contextmanager): the module that defined it
+        return home.get(f.__name__)   # what the name held before: a method never rebinds a module-level name
     return add

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import torch
 from torch import Tensor
-from .policy import LoRAEnsemble, _forward, kv_cache, round_robin, sequence_scores
+from .policy import LoRAEnsemble, model_forward, kv_cache, round_robin, sequence_scores
 from .tasks import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS
 from .streaming import StreamingConfig, StreamingHistory, StreamRecord, gate_check, is_check_step, window_mi
 
@@ -116,7 +116,7 @@ def generate_groups(
         attn = torch.zeros(B, Pmax, dtype=torch.long, device=dev)
         for i, r in enumerate(rows): x[i, Pmax - len(r.prompt):] = torch.tensor(r.prompt); attn[i, Pmax - len(r.prompt):] = 1
         pos = (attn.cumsum(-1) - 1).clamp_min(0)                                            # (B, Pmax) positions of real tokens
-        out = _forward(ens, names, input_ids=x, attention_mask=attn, position_ids=pos, use_cache=True,
+        out = model_forward(ens, names, input_ids=x, attention_mask=attn, position_ids=pos, use_cache=True,
                        logits_to_keep=1)                                                    # not (B, Pmax, V) logits
         logits, past, pos = out.logits[:, -1], kv_cache(out), pos[:, -1:]                  # (B, V)
         act = list(range(B))                                  # rows still in the batch (finished ones are dropped)
@@ -135,7 +135,7 @@ def generate_groups(
                 act, nxt, attn, pos = [act[j] for j in keep], [nxt[j] for j in keep], attn[idx], pos[idx]
             attn = torch.cat([attn, attn.new_ones(len(act), 1)], -1)                         # (A, L + 1)
             pos = pos + 1                                                                   # (A, 1)
-            out = _forward(ens, [names[i] for i in act], input_ids=torch.tensor(nxt, dtype=torch.long, device=dev)[:, None],
+            out = model_forward(ens, [names[i] for i in act], input_ids=torch.tensor(nxt, dtype=torch.long, device=dev)[:, None],
                            attention_mask=attn, position_ids=pos, past_key_values=past, use_cache=True)
             logits, past = out.logits[:, -1], kv_cache(out)
     return [_collate(ens, rows[j * n:(j + 1) * n], adapters[j * n:(j + 1) * n]) for j in range(len(prompts))]

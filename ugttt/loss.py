@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from .advantage import group_tensor, is_constant_group
 from .checks import check_int
-from .uncertainty import _mask_as_bool
+from .uncertainty import mask_as_bool
 
 # %% auto #0
 __all__ = ['UPDATE_PRESETS', 'UpdateConfig', 'token_mean', 'kl_token_advantages', 'kl_centre', 'kl_to_base', 'clipped_surrogate',
@@ -113,7 +113,7 @@ def _bool_mask(
     shape = mask.shape if shape is None else shape
     if len(shape) != 2: raise ValueError(f"per-token tensors must be 2-D (G, T), got shape {tuple(shape)}")
     if mask.shape != shape: raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(mask.shape)}")
-    return _mask_as_bool(mask, name)
+    return mask_as_bool(mask, name)
 
 # %% ../nbs/20_loss.ipynb #74a2e3c9
 def kl_token_advantages(
@@ -345,16 +345,17 @@ def adapter_loss_term(
 
 # %% ../nbs/20_loss.ipynb #8bd2f5b8
 def nnm_term(
-    nnm_value: Tensor,        # () L_NNM = -(1/L) sum_l ||W_l||_* (ugttt.regularizer.nnm_loss)
+    nnm_value: Tensor | float,  # () L_NNM = -(1/L) sum_l ||W_l||_* (ugttt.regularizer.nnm_loss), or its value as a float (the log)
     nnm_coef: float = 0.075,  # lambda_NNM (paper App. E: 0.075)
     n_kept: int = 1,          # N, the number of kept rollouts of the epoch
     per_rollout: bool = True, # True: lambda·L_NNM / N (the reference's scale, where 0.075 was tuned); False: lambda·L_NNM
-) -> Tensor:                  # () the NNM share of the epoch objective; 0 when N = 0 and per_rollout
+) -> Tensor | float:          # () the NNM share of the epoch objective, of nnm_value's type; 0 when N = 0 and per_rollout
     "The NNM term of the epoch objective: lambda_NNM·L_NNM / N (reference scale) or lambda_NNM·L_NNM (Eq. 8 literally)."
     if not nnm_coef >= 0: raise ValueError(f"nnm_coef must be >= 0, got {nnm_coef}")
     if n_kept < 0: raise ValueError(f"n_kept must be >= 0, got {n_kept}")
     if not per_rollout: return nnm_coef * nnm_value
-    return nnm_coef * nnm_value / n_kept if n_kept > 0 else nnm_value * 0.0
+    if n_kept > 0: return nnm_coef * nnm_value / n_kept
+    return nnm_value * 0.0 if isinstance(nnm_value, Tensor) else 0.0   # a tensor keeps its graph (a zero gradient); a float is +0.0
 
 # %% ../nbs/20_loss.ipynb #7f0b5155
 def clip_scale(

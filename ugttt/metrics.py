@@ -38,7 +38,7 @@ class EpochLog:
         group: Rollouts,          # its G rollouts
         evals: list,              # (G,) their Evaluations
         scores: RolloutScores,    # their all-adapter scores (with base log-probs)
-        adv: dict,                # group_advantages: entropic_beta, shaped (G,), keep (G,)
+        adv: dict,                # group_advantages: entropic_beta, shaped (G,), keep (G,), reward_total (G,)
     ) -> None:
         "Append a metric record and a trajectory line per rollout of a group, then the group's record."
         j, step = len(self.groups), self.start + len(self.rollouts)
@@ -47,7 +47,7 @@ class EpochLog:
         for i, (e, s) in enumerate(zip(evals, group.streams)):
             fam = label_family(self.task, e.code) if e.correct else None          # your own task brings its own rules
             n_after = int(group.n_generated[i]) - int(group.n_think[i])
-            common = dict(reward_exec=e.reward, reward_rmi=U[i], reward_total=e.reward + self.cfg.update.mi_coef * U[i],
+            common = dict(reward_exec=e.reward, reward_rmi=U[i], reward_total=adv["reward_total"][i],
                           correctness=int(e.correct), num_tokens=int(group.n_generated[i]),
                           prefill_injected=int(group.closed[i] in ("cap", "gate")), phase1_tokens=int(group.n_think[i]),
                           phase2_tokens=n_after, uncertainty_true_mi=U[i],
@@ -94,18 +94,11 @@ def _stats(prefix: str, xs) -> dict:
     a = np.asarray(xs)
     return {f"{prefix}/mean": float(a.mean()), f"{prefix}/std": float(a.std()), f"{prefix}/min": float(a.min()), f"{prefix}/max": float(a.max())}
 
-# %% ../nbs/29_metrics.ipynb #4d419aef
-def _nnm_share(cfg, stats) -> float:
-    "lambda_NNM·L_NNM / N (or without /N), the NNM term's share of the objective as the update applied it."
-    n = stats["n_kept"]
-    if cfg.update.nnm_per_rollout: return cfg.update.nnm_coef * stats["nnm_loss"] / n if n else 0.0
-    return cfg.update.nnm_coef * stats["nnm_loss"]
-
 # %% ../nbs/29_metrics.ipynb #64703367
 @patch_to(EpochLog)
 def epoch_record(
     self: EpochLog,
-    update: dict,               # update_epoch's statistics: n_kept, pg_loss (K,), nnm_loss, grad_norm (K,), max_ratio_dev
+    update: dict,               # update_epoch's statistics: n_kept, pg_loss (K,), nnm_loss, nnm_share, grad_norm (K,), max_ratio_dev
     best: float,                # the best R_exec so far (EpochLog.best)
     times: dict,                # seconds per phase: rollout, verify, score, train, total
     puct: dict,                 # PUCTSampler.stats() after the epoch's backup
@@ -129,7 +122,7 @@ def epoch_record(
            **_stats("train/advantage", [float(x) for a in kept for x in a["shaped"]]),
            **_stats("train/uncertainty/true_mi", [float(u) for sc in scores for u in sc.uncertainty]),
            "mi/token_mean": sum(mean_token_mi(sc) for sc in scores) / len(scores),
-           "train/loss": sum(update["pg_loss"]), "train/nnm_loss": _nnm_share(cfg, update),
+           "train/loss": sum(update["pg_loss"]), "train/nnm_loss": update["nnm_share"],
            "train/nnm_nuclear_norm": -update["nnm_loss"], "update/max_ratio_dev": update["max_ratio_dev"],
            "policy/kl_to_base": kl_to_base([g.gen_logprobs for g in groups], [sc.base_logprobs for sc in scores],
                                            [g.completion_mask for g in groups]),

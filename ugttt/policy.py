@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 import torch
 from torch import Tensor
-from .checks import check_int
+from .checks import check_int, patch_to
 from .uncertainty import EnsembleTokenScores, ensemble_token_scores
 from .regularizer import stack_adapters
 from .ensemble import StackedLoRAEnsemble, route_blocks
@@ -20,7 +20,7 @@ __all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 
            'peft_deprecation_silenced', 'enable_activation_checkpointing', 'dtype_kwarg', 'set_adapters_trainable',
            'lora_layers', 'member_A', 'adapter_tensors', 'adapter_grads', 'a_stacks', 'trainable_groups',
            'adapter_grad_norm', 'adapter_state', 'set_adapter_state', 'save_adapters', 'init_adapters', 'last_hidden',
-           'member_hidden', 'sequence_scores']
+           'model_forward', 'adapters_off', 'member_hidden', 'lm_head', 'sequence_scores', 'right_pad']
 
 # %% ../nbs/16_policy.ipynb #6a25007d
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -355,6 +355,61 @@ def init_adapters(
                 if b_std > 0: b_new.normal_(0.0, b_std, generator=g)
                 a.copy_(a_new); b.copy_(b_new)
 
+# %% ../nbs/16_policy.ipynb #31e8b73f
+@patch_to(LoRAEnsemble)
+@contextmanager
+def training(
+    self: LoRAEnsemble,
+    k: int | None,       # the adapter being trained; None: the rows name their adapters (stacked only)
+):
+    "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); the previous mode after."
+    was_training, was_active = self.model.training, self._active
+    self.model.train()
+    if self.stack is not None: self._active = k
+    elif k is None: raise ValueError("peft trains one adapter at a time: training needs the adapter k")
+    else:
+        self.model.set_adapter(self.names[k])
+        set_adapters_trainable(self.model, self.names)
+    try: yield
+    finally:
+        self._active = was_active
+        if not was_training: self.model.eval()
+
+# %% ../nbs/16_policy.ipynb #28098e1b
+@patch_to(LoRAEnsemble)
+def train_schedule(
+    self: LoRAEnsemble,
+    rows: list[list],   # (K,) the rows each adapter trains on
+    batches,            # rows -> list of batches (lists of rows)
+) -> list[tuple]:       # (k, batch) in training order; k None: every adapter in one forward
+    "The training forwards of one update, in order: adapter after adapter, or all K adapters at once over the union of their rows."
+    if self.cfg.train_mode == "batched": return [(None, b) for b in batches(sorted({r for rk in rows for r in rk}))]
+    return [(k, b) for k, rk in enumerate(rows) for b in batches(rk)]
+
+# %% ../nbs/16_policy.ipynb #eefdeac6
+@patch_to(LoRAEnsemble)
+def require_mixed_training(
+    self: LoRAEnsemble,
+    what: str,   # the forward and what it does, for the message
+) -> None:
+    "Raise unless the ensemble can train several adapters in one forward (stacked)."
+    if self.stack is None: raise ValueError(f"{what}: it needs ensemble='stacked'")
+
+@patch_to(LoRAEnsemble)
+def share_gradients(self: LoRAEnsemble) -> None:
+    "peft: a zero gradient on an adapter's tensor wherever another adapter's same tensor has one (what one AdamW over the stacks sees)."
+    if self.stack is not None: return
+    for same in zip(*(adapter_tensors(self, k) for k in range(self.n_adapters))):   # one tensor position, all K adapters
+        if any(p.grad is not None for p in same):
+            for p in same:
+                if p.grad is None: p.grad = torch.zeros_like(p)
+
+@patch_to(LoRAEnsemble)
+def dropout_modules(self: LoRAEnsemble) -> tuple[list, str]:
+    "The modules holding the LoRA dropout and the name of their probability attribute (stacked layers' `dropout`, peft's Dropout `p`)."
+    if self.stack is not None: return list(self.stack.layers), "dropout"
+    return [d for m in lora_layers(self) for d in m.lora_dropout.values() if isinstance(d, torch.nn.Dropout)], "p"
+
 # %% ../nbs/16_policy.ipynb #b40dd839
 def last_hidden(
     ens: LoRAEnsemble,
@@ -372,15 +427,15 @@ def last_hidden(
     try:
         if P <= 0 or B == 1 or P >= input_ids.shape[1] or heads is None:
             am = None if bool(attention_mask.all()) else attention_mask   # no padding: no mask, SDPA's causal (and GQA) path
-            _forward(ens, adapter_names, input_ids=input_ids, attention_mask=am, logits_to_keep=1, use_cache=False)
+            model_forward(ens, adapter_names, input_ids=input_ids, attention_mask=am, logits_to_keep=1, use_cache=False)
             return box["h"]
         _check_prefix(input_ids, attention_mask, P)
         m = len(heads) if adapter_names is not None else 1                              # one prefix row per adapter block
-        out = _forward(ens, heads if adapter_names is not None else None, input_ids=input_ids[:m, :P],
+        out = model_forward(ens, heads if adapter_names is not None else None, input_ids=input_ids[:m, :P],
                        attention_mask=attention_mask[:m, :P], logits_to_keep=1, use_cache=True)
         h_prefix, past = box["h"], kv_cache(out)                                       # (m, P, D)
         past.batch_repeat_interleave(B // m)                                            # each block's prefix, once per row of it
-        _forward(ens, adapter_names, input_ids=input_ids[:, P:], attention_mask=attention_mask, past_key_values=past,
+        model_forward(ens, adapter_names, input_ids=input_ids[:, P:], attention_mask=attention_mask, past_key_values=past,
                  logits_to_keep=1, use_cache=True)
         return torch.cat([h_prefix.repeat_interleave(B // m, 0), box["h"]], 1)          # (B, T, D)
     finally: handle.remove()
@@ -398,7 +453,7 @@ def _prefix_heads(
     blocks = route_blocks(torch.tensor([ens._index[n] for n in adapter_names]), ens.n_adapters)   # the stacked layers' own cut
     return [ens.names[k] for k in blocks] if len(blocks) < B else None
 
-def _forward(
+def model_forward(
     ens: LoRAEnsemble,
     adapter_names: list[str] | None,   # (rows,) the adapter of each row; None: the active adapter (or none inside adapters_off)
     **kw,                              # the model's arguments: input_ids, attention_mask, past_key_values, ...
@@ -410,7 +465,7 @@ def _forward(
     if adapter_names is not None: index = torch.tensor([ens._index[n] for n in adapter_names])
     elif ens.stack.route.off: index = 0                                 # adapters_off: every layer returns its base output
     elif ens._active is not None: index = ens._active
-    else: raise RuntimeError("no adapter for this forward: name the rows' adapters, or run inside training_mode(ens, k)")
+    else: raise RuntimeError("no adapter for this forward: name the rows' adapters, or run inside ens.training(k)")
     return ens.stack(kw.pop("input_ids"), index, **kw)
 
 @contextmanager
@@ -460,7 +515,7 @@ def member_hidden(
     return h.view(K, B, *h.shape[1:])
 
 # %% ../nbs/16_policy.ipynb #dd454aef
-def _lm_head(ens: LoRAEnsemble):
+def lm_head(ens: LoRAEnsemble):
     "The LM head's weight (V, D) and bias (V,) or None."
     head = ens.base_model.get_output_embeddings()
     return head.weight, getattr(head, "bias", None)
@@ -472,12 +527,12 @@ def sequence_scores(
     prefix_len: int = 0,      # every sequence starts with the same prefix_len tokens (a group's prompt)
 ) -> list:                    # per sequence, EnsembleTokenScores over its T_i - 1 predicted positions
     "All-adapter scores of whole sequences (no grad, dropout off): K realised-token log-probs and MI per predicted position."
-    weight, bias = _lm_head(ens)
+    weight, bias = lm_head(ens)
     out = []
     ens.model.eval()
     with torch.no_grad():
         for s in range(0, len(sequences), ens.cfg.score_batch):
-            ids, am = _right_pad(sequences[s:s + ens.cfg.score_batch], ens.pad_id, ens.device)
+            ids, am = right_pad(sequences[s:s + ens.cfg.score_batch], ens.pad_id, ens.device)
             hidden = member_hidden(ens, ids, am, prefix_len)                     # (K, b, L, D)
             n = [len(seq) - 1 for seq in sequences[s:s + ens.cfg.score_batch]]   # predicted positions per sequence
             h = torch.cat([hidden[:, j, :m] for j, m in enumerate(n)], 1)         # (K, sum n, D): positions are independent
@@ -495,7 +550,7 @@ def _split_scores(
     return [EnsembleTokenScores(*p) for p in zip(*parts)]
 
 # %% ../nbs/16_policy.ipynb #3b065790
-def _right_pad(seqs, pad_id, device):
+def right_pad(seqs, pad_id, device):
     "Stack 1-D id tensors into (B, L) right-padded ids and a bool attention mask."
     L = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), L), pad_id, dtype=torch.long, device=device)

@@ -15,9 +15,9 @@ from .checks import is_int, quote
 from .config import TrainConfig, config_from_dict
 from .rundir import (CONFIG, CONFIG_MAX_BYTES, METRICS, TRAJECTORIES, RunDirError, checkpoint_files, checkpoint_path,
                           finished_epochs, iter_jsonl, read_json, write_atomic)
-from .checkpoint import _own_hyperparameters, load_checkpoint
+from .checkpoint import own_hyperparameters, load_checkpoint
 from .loss import UpdateConfig
-from .policy import LoRAEnsemble, _lm_head, adapter_tensors, adapters_off, last_hidden, lora_layers, trainable_groups
+from .policy import LoRAEnsemble, lm_head, adapter_tensors, adapters_off, last_hidden, trainable_groups
 from .trainer import EpochGroups, RunState, build_state, check_device, check_extras, epoch_groups
 from .update import GroupUpdate, make_optimizers, update_epoch
 
@@ -116,7 +116,7 @@ def member_kl_to_base(
     groups: list,        # the epoch's Rollouts
 ) -> tuple[float, int]:  # mean KL(pi_k || pi_base) per sampled token of k's rollouts (nan without any), the tokens
     "Mean full-vocabulary KL(pi_k || pi_base) over the tokens member k sampled in the groups."
-    weight, bias = _lm_head(ens)
+    weight, bias = lm_head(ens)
     total, n, was = 0.0, 0, ens.model.training
     ens.model.eval()
     try:
@@ -145,8 +145,7 @@ def lora_dropout(
 ):
     "Inside the block every adapter's LoRA dropout is p; the run's after."
     if p is None: yield; return
-    if ens.stack is not None: mods, attr = list(ens.stack.layers), "dropout"
-    else: mods, attr = [d for m in lora_layers(ens) for d in m.lora_dropout.values() if isinstance(d, torch.nn.Dropout)], "p"
+    mods, attr = ens.dropout_modules()
     old = [getattr(m, attr) for m in mods]
     for m in mods: setattr(m, attr, float(p))
     try: yield
@@ -272,7 +271,7 @@ def _restore(ens: LoRAEnsemble, snap: _Snapshot, cfg: UpdateConfig) -> list:
             for t, s in zip(adapter_tensors(ens, k), saved): t.copy_(s)
     for p in (p for group in trainable_groups(ens) for p in group): p.grad = None
     optimizers = make_optimizers(ens, cfg)
-    for o, s in zip(optimizers, snap.optim): o.load_state_dict(_own_hyperparameters(o, copy.deepcopy(s)))
+    for o, s in zip(optimizers, snap.optim): o.load_state_dict(own_hyperparameters(o, copy.deepcopy(s)))
     torch.set_rng_state(snap.rng)
     if snap.cuda_rng is not None: torch.cuda.set_rng_state_all(snap.cuda_rng)
     return optimizers

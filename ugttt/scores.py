@@ -4,18 +4,17 @@
 
 # %% ../nbs/19_scores.ipynb #836904c8
 from __future__ import annotations
-from contextlib import contextmanager
 from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .uncertainty import chunked_token_logprobs, top_frac_mean
-from .policy import LoRAEnsemble, _lm_head, _right_pad, adapters_off, last_hidden, sequence_scores, set_adapters_trainable
+from .policy import LoRAEnsemble, lm_head, right_pad, adapters_off, last_hidden, sequence_scores
 from .generation import Rollouts
 
 # %% auto #0
 __all__ = ['RolloutScores', 'score_rollouts', 'base_logprobs', 'mean_token_mi', 'adapter_logprobs', 'ensemble_logprobs',
-           'routed_logprobs', 'training_mode']
+           'routed_logprobs']
 
 # %% ../nbs/19_scores.ipynb #aefe9214
 @dataclass
@@ -30,7 +29,7 @@ class RolloutScores:
 # %% ../nbs/19_scores.ipynb #6222e8ee
 def _score_dtype(ens: LoRAEnsemble) -> torch.dtype:
     "The dtype of scores and log-probs: float64 for a float64 model, float32 otherwise (the rule of ensemble_token_scores)."
-    return torch.float64 if _lm_head(ens)[0].dtype == torch.float64 else torch.float32
+    return torch.float64 if lm_head(ens)[0].dtype == torch.float64 else torch.float32
 
 # %% ../nbs/19_scores.ipynb #df462ad7
 def score_rollouts(
@@ -62,13 +61,13 @@ def base_logprobs(
     prefix_len: int = 0,      # every sequence starts with the same prefix_len tokens
 ) -> Tensor:                  # (B, T) log pi_base(token t | tokens < t), column-aligned; 0 in column 0 and beyond T_i
     "Realised-token log-probs of the frozen base model (every adapter disabled), LM head chunk by chunk."
-    weight, bias = _lm_head(ens)
+    weight, bias = lm_head(ens)
     out = torch.zeros(len(sequences), T, dtype=_score_dtype(ens), device=ens.device)   # (B, T)
     ens.model.eval()
     with torch.no_grad(), adapters_off(ens):
         for s in range(0, len(sequences), ens.cfg.score_batch):
             chunk = sequences[s:s + ens.cfg.score_batch]
-            ids, am = _right_pad(chunk, ens.pad_id, ens.device)
+            ids, am = right_pad(chunk, ens.pad_id, ens.device)
             hidden = last_hidden(ens, ids, am, prefix_len=prefix_len)        # (b, L, D)
             n = [len(seq) - 1 for seq in chunk]
             lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
@@ -94,7 +93,7 @@ def adapter_logprobs(
 ) -> Tensor:                 # (B, T) log pi_k(token t | tokens < t) with gradient into adapter k; 0 in column 0 and on padding
     "Training forward of adapter k alone (LoRA dropout on): differentiable realised-token log-probs, LM head chunk by chunk."
     prefix_len = _training_prefix(ens, prefix_len, "adapter_logprobs", "k")
-    with training_mode(ens, k):
+    with ens.training(k):
         hidden = last_hidden(ens, input_ids, attention_mask, prefix_len=prefix_len)   # (B, T, D)
         return _realised_logprobs(ens, hidden, input_ids, attention_mask)
 
@@ -103,13 +102,13 @@ def _training_prefix(
     ens: LoRAEnsemble,
     prefix_len: int,   # the shared prompt the caller asked to run once
     caller: str,       # the training forward, for the message
-    k: str,            # how its training_mode block names the adapter ("k" or "None"), for the message
+    k: str,            # how its ens.training block names the adapter ("k" or "None"), for the message
 ) -> int:              # the prefix length the forward may share: 0 under gradient checkpointing
-    "Under gradient checkpointing: refuse a training forward outside training_mode, and share no prefix (no KV cache)."
+    "Under gradient checkpointing: refuse a training forward outside ens.training(k), and share no prefix (no KV cache)."
     if not ens.cfg.gradient_checkpointing: return prefix_len
     if not ens.model.training:   # the backward recomputes the forward: in eval mode its dropout would differ
         raise RuntimeError(f"with gradient_checkpointing, run {caller} and its backward inside "
-                           f"`with training_mode(ens, {k}):`, which keeps LoRA dropout on until the backward has run")
+                           f"`with ens.training({k}):`, which keeps LoRA dropout on until the backward has run")
     return 0                     # checkpointed layers keep no KV cache: no prefix sharing
 
 def _realised_logprobs(
@@ -119,7 +118,7 @@ def _realised_logprobs(
     attention_mask: Tensor,  # (B, T) bool
 ) -> Tensor:                 # (B, T) log-prob of token t from hidden[t - 1]; 0 in column 0 and on padding
     "The realised tokens' log-probs of a forward's hidden states, the LM head applied chunk by chunk over the real positions."
-    weight, bias = _lm_head(ens)
+    weight, bias = lm_head(ens)
     n = [m - 1 for m in attention_mask.sum(-1).tolist()]                         # predicted positions per row
     lp = chunked_token_logprobs(torch.cat([hidden[j, :m] for j, m in enumerate(n)]), weight,
                                 torch.cat([input_ids[j, 1:m + 1] for j, m in enumerate(n)]), ens.cfg.chunk_size, bias)
@@ -133,11 +132,11 @@ def ensemble_logprobs(
     prefix_len: int = 0,     # the rows share their first prefix_len tokens (a group's prompt): computed once per adapter
 ) -> Tensor:                 # (K, B, T) log pi_k(token t | tokens < t), gradient into adapter k only through row block k
     "Training forward of all K adapters at once (stacked ensemble): K adapter-major blocks of the same rows, LoRA dropout on."
-    if ens.stack is None: raise ValueError("ensemble_logprobs trains all adapters in one forward: it needs ensemble='stacked'")
+    ens.require_mixed_training("ensemble_logprobs trains all adapters in one forward")
     K, (B, T) = ens.n_adapters, input_ids.shape
     prefix_len = _training_prefix(ens, prefix_len, "ensemble_logprobs", "None")
     ids, am = input_ids.repeat(K, 1), attention_mask.repeat(K, 1)                # (K·B, T) adapter-major blocks
-    with training_mode(ens, None):
+    with ens.training(None):
         hidden = last_hidden(ens, ids, am, [n for n in ens.names for _ in range(B)], prefix_len)   # (K·B, T, D)
         return _realised_logprobs(ens, hidden, ids, am).view(K, B, T)
 
@@ -150,28 +149,9 @@ def routed_logprobs(
     prefix_len: int = 0,     # the rows share their first prefix_len tokens (a group's prompt)
 ) -> Tensor:                 # (B, T) log pi_{adapters[i]}(token t | tokens < t), gradient into adapter adapters[i] only
     "Training forward with each row through its own adapter (stacked ensemble): one forward for the rows of several adapters, LoRA dropout on."
-    if ens.stack is None: raise ValueError("routed_logprobs trains several adapters in one forward: it needs ensemble='stacked'")
+    ens.require_mixed_training("routed_logprobs trains several adapters in one forward")
     if adapters.shape != input_ids.shape[:1]: raise ValueError(f"adapters must name one adapter per row ({input_ids.shape[0]}), got {tuple(adapters.shape)}")
     prefix_len = _training_prefix(ens, prefix_len, "routed_logprobs", "None")
-    with training_mode(ens, None):
+    with ens.training(None):
         hidden = last_hidden(ens, input_ids, attention_mask, [ens.names[k] for k in adapters.tolist()], prefix_len)   # (B, T, D)
         return _realised_logprobs(ens, hidden, input_ids, attention_mask)
-
-# %% ../nbs/19_scores.ipynb #a839669b
-@contextmanager
-def training_mode(
-    ens: LoRAEnsemble,
-    k: int | None,       # the adapter being trained; None: the rows name their adapters (stacked, train_mode="batched")
-):
-    "Train mode with adapter k active; every adapter keeps requires_grad (set_adapter would freeze the others); the previous mode after."
-    was_training, was_active = ens.model.training, ens._active
-    ens.model.train()
-    if ens.stack is not None: ens._active = k
-    elif k is None: raise ValueError("peft trains one adapter at a time: training_mode needs the adapter k")
-    else:
-        ens.model.set_adapter(ens.names[k])
-        set_adapters_trainable(ens.model, ens.names)
-    try: yield
-    finally:
-        ens._active = was_active
-        if not was_training: ens.model.eval()

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 from .checks import check_int
-from .uncertainty import _mask_as_bool, top_frac_mean
+from .uncertainty import mask_as_bool, top_frac_mean
 
 # %% auto #0
 __all__ = ['STREAMING_PRESETS', 'StreamingConfig', 'window_mask', 'window_mi', 'history_value', 'is_check_step',
@@ -74,7 +74,7 @@ def _check_mask(
     "Check a (T,) or (B, T) 0/1 mask and return it as bool."
     if not isinstance(mask, Tensor): raise TypeError(f"mask must be a torch.Tensor, got {type(mask).__name__}")
     if mask.dim() not in (1, 2): raise ValueError(f"mask must have shape (T,) or (B, T), got {tuple(mask.shape)}")
-    return _mask_as_bool(mask)
+    return mask_as_bool(mask)
 
 # %% ../nbs/17_streaming.ipynb #5ced12d1
 def window_mi(

@@ -16,7 +16,7 @@ from torch.autograd.function import once_differentiable
 
 # %% auto #0
 __all__ = ['token_mutual_information', 'realised_token_diagnostics', 'EnsembleTokenScores', 'ensemble_token_scores',
-           'chunked_token_logprobs', 'top_frac_count', 'top_frac_mean', 'float_tol']
+           'chunked_token_logprobs', 'top_frac_count', 'top_frac_mean', 'mask_as_bool', 'float_tol']
 
 # %% ../nbs/11_uncertainty.ipynb #2e4146f3
 def _compute_dtype(
@@ -365,7 +365,7 @@ def top_frac_mean(
     return out if values.ndim == 2 else out[0]
 
 # %% ../nbs/11_uncertainty.ipynb #5814a8dd
-def _mask_as_bool(
+def mask_as_bool(
     mask: Tensor,       # a mask of any shape: bool, or numbers that are all 0 or 1
     name: str = "mask", # argument name used in the error message
 ) -> Tensor:            # the same mask as bool
@@ -388,7 +388,7 @@ def _values_and_mask(
     else:
         if not isinstance(mask, Tensor) or mask.shape != values.shape:
             raise ValueError(f"mask must be a tensor of shape {tuple(values.shape)}, got {getattr(mask, 'shape', type(mask).__name__)}")
-        m = _mask_as_bool(mask).to(v.device).reshape(v.shape)                      # (B, T)
+        m = mask_as_bool(mask).to(v.device).reshape(v.shape)                      # (B, T)
     if not torch.isfinite(v[m]).all(): raise ValueError("values must be finite at the masked-in positions")
     return v, m
 

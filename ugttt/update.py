@@ -13,9 +13,9 @@ from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advan
 from .loss import (UPDATE_PRESETS, UpdateConfig, adapter_loss_term, adapter_pg_loss, clip_scale, kept_rollouts, kl_centre,
                         nnm_term, subsample_rows, training_rows)
 from .regularizer import nnm_loss
-from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, adapter_grads, adapter_tensors, member_A, trainable_groups
+from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, adapter_grads, member_A, trainable_groups
 from .generation import Rollouts
-from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, routed_logprobs, training_mode
+from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, routed_logprobs
 
 # %% auto #0
 __all__ = ['group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward', 'nnm_backward',
@@ -26,14 +26,16 @@ def group_advantages(
     rewards,                  # (G,) execution rewards R_exec of one group
     U,                        # (G,) uncertainties U_i of the same rollouts (RolloutScores.uncertainty)
     cfg: UpdateConfig = UpdateConfig(),  # mi_coef, beta_ref, gamma_max, mi_clip, min_abs_advantage
-) -> dict:                    # entropic_beta, advantages (G,), shaped (G,), keep (G,) bool
+) -> dict:                    # entropic_beta, advantages (G,), shaped (G,), keep (G,) bool, reward_total (G,) floats
     "The entropic temperature, plain and MI-shaped advantages and the kept rollouts of one group (Eq. 4-6, 10, 11; constant groups dropped)."
     r = group_tensor(rewards, "rewards", min_size=2)
     u = group_tensor(U.detach().cpu() if isinstance(U, Tensor) else U, "U", min_size=2)
     beta = entropic_beta(r)
     A = loo_advantages(r, beta)
     shaped = shaped_advantages(A, u, beta, cfg.mi_coef, cfg.beta_ref, cfg.gamma_max, cfg.mi_clip)
-    return dict(entropic_beta=beta, advantages=A, shaped=shaped, keep=kept_rollouts(r, shaped, cfg.min_abs_advantage))
+    total = [float(x) + cfg.mi_coef * float(y) for x, y in zip(rewards, U.tolist() if isinstance(U, Tensor) else U)]   # R_exec + alpha·U_i, logged
+    return dict(entropic_beta=beta, advantages=A, shaped=shaped, keep=kept_rollouts(r, shaped, cfg.min_abs_advantage),
+                reward_total=total)
 
 # %% ../nbs/21_update.ipynb #f9fd02cf
 @dataclass
@@ -77,32 +79,35 @@ def policy_backward(
         old = own if cfg.ratio_to == "own" else gen
         term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_train[k], K)
         return term, float((lp.detach() - old)[m].exp().sub(1).abs().max()) if m.any() else 0.0
-    if ens.cfg.train_mode == "batched":   # all K adapters in one forward and one backward per batch (stacked ensemble)
-        for batch in _batches(sorted({ji for rk in rows for ji in rk}), data, ens.cfg.train_batch):
-            ids, am, prompt = _take(batch, data, "ids"), _take(batch, data, "am"), groups[batch[0][0]].rollouts.prompt_len
-            with training_mode(ens, None):        # through the backward: gradient checkpointing recomputes the forward
-                if cfg.train_on == "all":         # every row through every adapter: K blocks of the batch
-                    lp = ensemble_logprobs(ens, ids, am, prefix_len=prompt)                         # (K, b, L)
-                    parts = [(k, lp[k], batch) if len(sel) == len(batch) else (k, lp[k][sel], [batch[s] for s in sel])
-                             for k in range(K) if (sel := [s for s, (j, i) in enumerate(batch) if train[j][k, i]])]   # adapter k's rows
-                else:                             # every row through the adapter that generated it
-                    gens = torch.stack([data[j]["generators"][i] for j, i in batch])                # (b,)
-                    lp = routed_logprobs(ens, ids, am, gens, prefix_len=prompt)                     # (b, L)
-                    parts = [(k, lp[sel], [batch[s] for s in sel]) for k in range(K)
-                             if (sel := (gens == k).nonzero().flatten().tolist())]
-                terms = [(k, *term_of(k, x, b)) for k, x, b in parts]
-                torch.stack([t for _, t, _ in terms]).sum().backward()                      # the K losses are independent
-            for k, t, d in terms: losses[k] += float(t.detach()); dev_max = max(dev_max, d)
-        return dict(loss=losses, max_ratio_dev=dev_max)
-    for k in range(K):                    # Alg. 1 Stage 5: one adapter after another, each batch's graph freed at once
-        for batch in _batches(rows[k], data, ens.cfg.train_batch):
-            ids, am, prompt = _take(batch, data, "ids"), _take(batch, data, "am"), groups[batch[0][0]].rollouts.prompt_len
-            with training_mode(ens, k):           # through the backward: gradient checkpointing recomputes the forward
-                lp = adapter_logprobs(ens, k, ids, am, prefix_len=prompt)                   # (b, L), grad into adapter k
-                term, d = term_of(k, lp, batch)
-                term.backward()                                                             # frees this graph
-            losses[k] += float(term.detach()); dev_max = max(dev_max, d)
+    for k, batch in ens.train_schedule(rows, lambda r: _batches(r, data, ens.cfg.train_batch)):   # Alg. 1 Stage 5
+        ids, am, prompt = _take(batch, data, "ids"), _take(batch, data, "am"), groups[batch[0][0]].rollouts.prompt_len
+        with ens.training(k):                     # through the backward: gradient checkpointing recomputes the forward
+            terms = [(j, *term_of(j, x, b)) for j, x, b in _forward_parts(ens, k, batch, data, train, ids, am, prompt, cfg)]
+            torch.stack([t for _, t, _ in terms]).sum().backward()          # the adapters' losses are independent; frees the graph
+        for j, t, d in terms: losses[j] += float(t.detach()); dev_max = max(dev_max, d)
     return dict(loss=losses, max_ratio_dev=dev_max)
+
+# %% ../nbs/21_update.ipynb #225a2a9d
+def _forward_parts(
+    ens: LoRAEnsemble,
+    k: int | None,                       # the scheduled adapter (LoRAEnsemble.train_schedule); None: all K at once
+    batch: list,                         # (b,) rows (group j, rollout i)
+    data: dict,                          # the groups' tensors (_group_tensors)
+    train: list[Tensor],                 # per group, (K, G) bool: rollout i enters adapter k's loss (epoch_rows)
+    ids: Tensor,                         # (b, L) the batch's ids
+    am: Tensor,                          # (b, L) its attention mask
+    prompt: int,                         # the group's prompt length, shared by every row
+    cfg: UpdateConfig,                   # train_on
+) -> list[tuple]:                        # (adapter, log-probs (b_k, L), its rows) per adapter the forward trains
+    "The training forward of one scheduled batch, cut into each adapter's log-probs and rows."
+    if k is not None: return [(k, adapter_logprobs(ens, k, ids, am, prefix_len=prompt), batch)]   # (b, L), grad into k
+    if cfg.train_on == "all":             # every row through every adapter: K blocks of the batch
+        lp = ensemble_logprobs(ens, ids, am, prefix_len=prompt)                                 # (K, b, L)
+        return [(j, lp[j], batch) if len(sel) == len(batch) else (j, lp[j][sel], [batch[s] for s in sel])
+                for j in range(ens.n_adapters) if (sel := [s for s, (g, i) in enumerate(batch) if train[g][j, i]])]
+    gens = torch.stack([data[g]["generators"][i] for g, i in batch])                            # (b,)
+    lp = routed_logprobs(ens, ids, am, gens, prefix_len=prompt)                                 # (b, L), each row its generator's
+    return [(j, lp[sel], [batch[s] for s in sel]) for j in range(ens.n_adapters) if (sel := (gens == j).nonzero().flatten().tolist())]
 
 # %% ../nbs/21_update.ipynb #fb922a50
 def _adapter_counts(n_kept, K: int, cfg: UpdateConfig) -> list[int]:
@@ -213,21 +218,13 @@ def clip_gradients(
                     if g is not None: g.mul_(s)              # a view into the stacks' gradient: that adapter's slice only
     return scales
 
-def _share_gradients(ens: LoRAEnsemble) -> None:
-    "peft: a zero gradient on an adapter's tensor wherever another adapter's same tensor has one (what one AdamW over the stacks sees)."
-    if ens.stack is not None: return
-    for same in zip(*(adapter_tensors(ens, k) for k in range(ens.n_adapters))):   # one tensor position, all K adapters
-        if any(p.grad is not None for p in same):
-            for p in same:
-                if p.grad is None: p.grad = torch.zeros_like(p)
-
 # %% ../nbs/21_update.ipynb #769585ef
 def update_epoch(
     ens: LoRAEnsemble,                   # the ensemble to train
     groups: list[GroupUpdate],           # the epoch's scored groups
     optimizers: list,                    # make_optimizers(ens, cfg)
     cfg: UpdateConfig = UpdateConfig(),  # the objective's coefficients
-) -> dict:                               # n_kept, pg_loss (K,), nnm_loss, grad_norm (K,), max_ratio_dev
+) -> dict:                               # n_kept, pg_loss (K,), nnm_loss, nnm_share, grad_norm (K,), max_ratio_dev
     "One epoch's update: the policy-gradient backward (per adapter or all K at once), the NNM backward, then one AdamW step per adapter."
     if len(optimizers) != len(trainable_groups(ens)):
         raise ValueError(f"need make_optimizers(ens)'s {len(trainable_groups(ens))} optimiser(s), got {len(optimizers)}")
@@ -238,9 +235,10 @@ def update_epoch(
     nnm = nnm_backward(ens, n_kept, cfg)                                            # NNM keeps N, all kept rollouts
     grad_norm = [adapter_grad_norm(ens, k) for k in range(ens.n_adapters)]          # logged: before clipping
     clip_gradients(ens, grad_norm, cfg.max_grad_norm)
-    _share_gradients(ens)
+    ens.share_gradients()                                                          # peft: the step one AdamW over all adapters takes
     for opt in optimizers: opt.step(); opt.zero_grad(set_to_none=True)
-    return dict(n_kept=n_kept, pg_loss=pg, nnm_loss=nnm, grad_norm=grad_norm, max_ratio_dev=dev_max)
+    share = nnm_term(nnm, cfg.nnm_coef, n_kept, cfg.nnm_per_rollout)               # the NNM term as applied: its share of the objective
+    return dict(n_kept=n_kept, pg_loss=pg, nnm_loss=nnm, nnm_share=share, grad_norm=grad_norm, max_ratio_dev=dev_max)
 
 # %% ../nbs/21_update.ipynb #e195d62a
 def max_principal_cosine(
