@@ -2,7 +2,7 @@
 
 The config is `make_config("cp26", method, "tiny")`: 8 groups x 8 rollouts per epoch, K = 5 adapters for `ugttt`
 (with the streaming gate, as on CP26), K = 1 for `baseline` (TTT-Discover). Each method trains for 2 epochs in a fresh
-temporary run directory, with its own sandbox (cfg.sandbox_workers workers), as `ugttt train` would. Per epoch the table
+temporary run directory, with its own sandbox (cfg.sandbox.workers workers), as `ugttt train` would. Per epoch the table
 gives the trainer's own time split, read from the epoch records' `time/*` keys:
   generate = time/rollout (PUCT parents, prompts, batched decoding), verify = time/verify (sandbox + scoring of the
   programs), score = time/score (all-adapter scoring: token MI, U_i, base log-probs), update = time/train (advantages,
@@ -88,7 +88,7 @@ def main():
     shape = make_config(a.task, "ugttt", "tiny")
     print(f"trainer epoch, tiny preset on {a.task}: {shape.groups_per_epoch} groups x {shape.group_size} rollouts, "
           f"K = {shape.n_adapters} (ugttt) / 1 (baseline); torch threads {torch.get_num_threads()}, "
-          f"sandbox workers {shape.sandbox_workers}, {epochs} epoch(s) per method")
+          f"sandbox workers {shape.sandbox.workers}, {epochs} epoch(s) per method")
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     head = ["method", "epoch"] + [n for n, _ in SPLIT] + ["ckpt", "R_max", "correct", "H bits"]
     rows, steady, setup, phases = [], {}, {}, {}

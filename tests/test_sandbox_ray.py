@@ -102,7 +102,7 @@ def test_training_gives_the_same_run_through_ray(rsb, tmp_path):
     shape = dict(epochs=1, groups_per_epoch=1, group_size=4, **{"policy.n_adapters": 2, "policy.max_new_tokens": 96})
     logs = {}
     for backend in ("local", "ray"):
-        cfg = make_config("cp26", "ugttt", "tiny", executor=backend, **shape)
+        cfg = make_config("cp26", "ugttt", "tiny", **{"sandbox.executor": backend}, **shape)
         train(cfg, tmp_path / backend, progress=False)
         logs[backend] = [{k: r[k] for k in ("generated_text", "reward_exec", "bound", "correctness", "error", "family")}
                          for r in map(json.loads, (tmp_path / backend / "trajectories.jsonl").read_text().splitlines())]

@@ -26,11 +26,12 @@ pytestmark = pytest.mark.training   # not in test-fast (pytest.ini): a smoke run
 
 BAD_FLAGS = [
     (["--budget_s", "inf"], "budget_s must be finite"),
-    (["--puct_c", "inf"], "puct_c must be finite"),
+    (["--puct_c", "inf"], "puct.c must be finite"),                 # the older flat flag: read as --puct.c
+    (["--puct.c", "-1"], "c must be >= 0, got -1.0"),
     (["--update.lr", "inf"], "update.lr must be finite"),
     (["--update.mi_coef", "inf"], "update.mi_coef must be finite"),
     (["--policy.lora_alpha", "inf"], "policy.lora_alpha must be finite"),
-    (["--puct_max_buffer", "1", "--groups_per_epoch", "2"], "puct_max_buffer (1) must be >= groups_per_epoch (2)"),
+    (["--puct_max_buffer", "1", "--groups_per_epoch", "2"], "puct.max_buffer (1) must be >= groups_per_epoch (2)"),
     (["--seed", str(2**63)], "seed must be an int in [0, 2**63)"),
     (["--policy.seed", str(2**64)], "policy.seed must be an int >= 0"),
     (["--policy.device", "cuda:99"], "policy.device 'cuda:99'"),

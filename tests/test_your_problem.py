@@ -77,7 +77,8 @@ def test_config_takes_the_entry_point(mypkg):
     from ugttt.config import make_config
     cfg = make_config("mypkg.problems:gaps", "ugttt", "tiny")
     test_eq((cfg.task, cfg.streaming_on), ("mypkg.problems:gaps", False))             # the gate is the paper's AC1/CP26 choice
-    test_fail(lambda: make_config("mypkg.problems:missing"), contains="has no attribute 'missing'")
+    from ugttt.trainer import preflight
+    test_fail(lambda: preflight(make_config("mypkg.problems:missing")), contains="has no attribute 'missing'")   # when the run starts
 
 
 def run_cli(args, mypkg, **kw):

@@ -8,7 +8,8 @@ import json, math, os, shutil
 from pathlib import Path
 import torch
 from .checks import is_int, quote
-from .config import TrainConfig, stored_config_diff
+from .config import TrainConfig
+from .config_files import stored_config_diff
 from .rundir import (ADAPTERS, CHECKPOINTS, CONFIG, LATEST, LOG_DIGEST, PUCT, SAMPLER_STATE, STREAMING_STATE, TRAINER_STATE,
                           RunDirError, adapter_weights, check_checkpoint, checkpoint_path, finished_epochs, keep_epochs, log_digest,
                           open_regular, read_json, read_latest, read_regular, remove_temporaries, write_atomic, write_latest)
@@ -90,7 +91,7 @@ def own_hyperparameters(o, s: dict) -> dict:
 def _sampler_max_bytes(cfg: TrainConfig) -> int:
     "sampler.json's largest legitimate size: the buffer and its roots, each state at most a program, its output and a construction."
     state = 12 * (MAX_PROGRAM_CHARS + 100_000) + 32 * (MAX_ENTRIES + cfg.epochs) + 4096   # program, output, numbers, ids
-    return (cfg.puct_max_buffer + cfg.groups_per_epoch * (cfg.group_size + 2)) * state + 2**20
+    return (cfg.puct.max_buffer + cfg.groups_per_epoch * (cfg.group_size + 2)) * state + 2**20
 
 # %% ../nbs/28_checkpoint.ipynb #b8f13d8d
 def _read_state(

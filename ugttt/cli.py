@@ -7,7 +7,9 @@ from __future__ import annotations
 import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typing
 from pathlib import Path
 from .checks import clip, quote
-from .config import METHODS, SECTIONS, TRAIN_PRESETS, TrainConfig, config_fields, load_config, make_config, type_options
+from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS, TrainConfig, config_fields, make_config,
+                          type_options)
+from .config_files import load_config
 from .tasks import TASK_NAMES
 
 # %% auto #0
@@ -117,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     "task, method, preset, --config, --reference and a flag per config field, shared by train and plan."
-    p.add_argument("--task", metavar="TASK", help=f"a benchmark ({', '.join(TASK_NAMES)}; default cp26) or your own problem "
+    p.add_argument("--task", metavar="TASK", help=f"a benchmark ({', '.join(TASK_NAMES)}; default {DEFAULT_TASK}) or your own problem "
                    "as package.module:attr (nbs/35_your_problem)")
     p.add_argument("--method", choices=METHODS, help="ugttt (the full method), baseline (TTT-Discover), no_nnm or ensemble_only "
                    "(the ablations; default ugttt)")
@@ -126,9 +128,11 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="a JSON or YAML file of config fields; the flags override it")
     p.add_argument("--reference", action="store_true", help="the reference code's behaviour where it departs from the paper "
                    "(nbs/27_reference); --config and the flags override it")
-    helps = config_help()
+    helps, flags = config_help(), config_flags()
     for flag, tp in config_flags().items():   # argparse %-formats help, so a comment's "7%" is escaped
         p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(tp), help=helps[flag].replace("%", "%%"))
+    for old, new in FLAT_NAMES.items():       # the older flat names (--puct_c, --sandbox_workers, ...), read as their sections' fields
+        p.add_argument(f"--{old}", dest=f"cfg:{new}", metavar=_metavar(flags[new]), help=argparse.SUPPRESS)
 
 def _metavar(tp) -> str:
     "A short metavar from a field type."
@@ -142,7 +146,7 @@ def config_from_args(args) -> TrainConfig:
     named = {k: v for k, v in (("task", args.task), ("method", args.method), ("preset", args.preset)) if v is not None}
     ref = dict(reference=True) if getattr(args, "reference", False) else {}   # make_config applies it under the file and flags
     if args.config is not None: return load_config(args.config, **named, **over, **ref)
-    return make_config(named.get("task", "cp26"), named.get("method", "ugttt"), named.get("preset", "tiny"), **ref, **over)
+    return make_config(named.get("task", DEFAULT_TASK), named.get("method", "ugttt"), named.get("preset", "tiny"), **ref, **over)
 
 # %% ../nbs/33_cli.ipynb #a90fa8ae
 def report_rows(runs) -> list[dict]:
@@ -364,15 +368,17 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.command == "plan":
             from ugttt.plan import plan, format_plan
+            from ugttt.tasks import get_task
             if args.gpu_gib is not None and not args.gpu_gib > 0: raise ValueError(f"--gpu-gib must be > 0, got {args.gpu_gib}")
+            get_task(cfg.task)                                   # a plan of a task that does not exist is an error too
             print(format_plan(plan(cfg, args.gpu_gib))); return 0
-        from ugttt.trainer import check_device, check_extras, check_run_dir, train
-        check_run_dir(cfg, args.out, args.resume); check_extras(cfg); check_device(cfg)
+        from ugttt.trainer import preflight, train
+        task = preflight(cfg, args.out, args.resume)             # once: train is handed the task
     except (ValueError, TypeError, ImportError, OSError) as e:   # input problems and missing extras, before any compute
         return _fail(e)
     from ugttt.isolation import IsolationUnavailable
     from ugttt.rundir import RunDirError
-    try: train(cfg, args.out, resume=args.resume, progress=not args.quiet)
+    try: train(cfg, args.out, resume=args.resume, progress=not args.quiet, task=task)
     except RunDirError as e: return _fail(e)        # a damaged checkpoint found while resuming: nothing was written
     except IsolationUnavailable as e: return _fail(e)   # no mode confines the programs here: refused before the run directory
     return 0

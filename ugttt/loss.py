@@ -10,87 +10,14 @@ import torch
 from torch import Tensor
 from .advantage import group_tensor, is_constant_group
 from .checks import check_int
+from .config import UPDATE_PRESETS, UpdateConfig
 from .uncertainty import mask_as_bool
+_all_ = ["UPDATE_PRESETS", "UpdateConfig"]   # 26_config's, importable from here as before
 
 # %% auto #0
-__all__ = ['UPDATE_PRESETS', 'UpdateConfig', 'token_mean', 'kl_token_advantages', 'kl_centre', 'kl_to_base', 'clipped_surrogate',
-           'behaviour_weights', 'tapered_weights', 'adapter_pg_loss', 'kept_rollouts', 'training_rows',
-           'subsample_rows', 'adapter_loss_term', 'nnm_term', 'clip_scale']
-
-# %% ../nbs/20_loss.ipynb #b3047191
-@dataclass(frozen=True)
-class UpdateConfig:
-    "The objective and the optimiser: MI shaping, the per-adapter loss, KL, NNM and AdamW. Defaults: the paper (App. E)."
-    mi_coef: float = 0.1                # alpha, base rate of the MI bonus (Eq. 5); 0 = TTT-Discover's advantages
-    beta_ref: float = 2.0               # reference temperature of gamma_eff (Eq. 5)
-    gamma_max: float = 10.0             # clip of beta / beta_ref (Eq. 5)
-    mi_clip: float = 3.0                # clip of the standardised U (Eq. 4)
-    clip_eps: float | None = 0.2        # IS clip epsilon (Eq. 13); None = unclipped (reference)
-    ratio_to: str = "own"               # "own": pi_k / pi_k,old of the scoring pass (Eq. 13); "generator": pi_k / pi_gen (reference)
-    train_on: str = "all"               # "all": adapter k learns from every kept rollout of its group (paper, reference); "own": only from those it generated
-    behaviour_weight: str = "none"      # "none" (paper); "truncated": each token's surrogate times the detached min(pi_k,old / pi_gen, behaviour_cap)
-    behaviour_cap: float = 2.0          # c, the truncation of the behaviour weight (read only with behaviour_weight="truncated")
-    shared_negatives: str = "keep"      # another member's rollouts in adapter k's loss: "keep" (paper) either sign; "drop" only where A_i^shaped > 0 (recommended for a stable ensemble: docs/mechanism.md, stage 4); "tapered" (TOPR) those with A_i^shaped < 0 times the detached min(pi_k,old / pi_gen, 1) per token
-    train_subsample: int = 1            # n: each adapter trains on every n-th of its rows of the epoch (positions 0, n, 2n, ...), normalised by those it keeps; 1 = all (paper)
-    kl_coef: float = 0.01               # lambda_KL of the token-wise KL correction (App. A)
-    kl_group_centred: bool = False      # True: the reference's group-centred correction with the generator's log-probs
-    min_abs_advantage: float = 0.0      # drop rollouts with |A_i^shaped| below this (reference: 1e-8); 0 keeps all
-    nnm_coef: float = 0.075             # lambda_NNM (Eq. 8; App. E)
-    nnm_per_rollout: bool = True        # lambda_NNM·L_NNM / N, the reference's scale (0.075 was tuned under it); False = Eq. 8 literally
-    lr: float = 4e-5                    # AdamW learning rate (App. E)
-    betas: tuple[float, float] = (0.9, 0.95)   # AdamW betas (reference; the paper does not give them)
-    weight_decay: float = 0.0           # AdamW weight decay (reference: 0, not torch's default 0.01)
-    adam_eps: float = 1e-8              # AdamW epsilon (torch's default)
-    max_grad_norm: float | None = None  # c: each adapter's gradient (its A and B, policy gradient + NNM) times min(1, c / ||g_k||_2) before its step; None = no clipping (paper); the logged grad_norm is the norm before clipping
-
-    def __post_init__(self): _check_update_config(self)
-
-    @classmethod
-    def preset(cls, name: str, **overrides) -> "UpdateConfig":
-        "The `paper` (App. E), `tiny` or `mechanism` settings (the embedded model's learning rates), with overrides."
-        if name not in UPDATE_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(UPDATE_PRESETS)}")
-        return cls(**{**UPDATE_PRESETS[name], **overrides})
-
-# %% ../nbs/20_loss.ipynb #c2429007
-UPDATE_PRESETS = dict(
-    paper=dict(),
-    tiny=dict(lr=1e-3),                      # 4e-5 moves an entry of about 0.04 by at most 4e-5 a step: six steps change nothing
-    mechanism=dict(lr=1e-2, kl_coef=0.01),   # the pilot's regime: the baseline's family entropy collapses within the run
-)
-
-# %% ../nbs/20_loss.ipynb #d93bb154
-def _check_update_config(c: UpdateConfig) -> None:
-    "Raise a ValueError naming the first field of an UpdateConfig that is out of range."
-    for name in ("mi_coef", "gamma_max", "kl_coef", "min_abs_advantage", "nnm_coef", "weight_decay"):
-        if not getattr(c, name) >= 0: raise ValueError(f"{name} must be >= 0, got {getattr(c, name)}")
-    for name in ("beta_ref", "mi_clip", "lr", "adam_eps"):
-        if not getattr(c, name) > 0: raise ValueError(f"{name} must be > 0, got {getattr(c, name)}")
-    if c.clip_eps is not None and not 0 < c.clip_eps < 1: raise ValueError(f"clip_eps must lie in (0, 1) or be None, got {c.clip_eps}")
-    if c.ratio_to not in ("own", "generator"): raise ValueError(f"ratio_to must be 'own' or 'generator', got {c.ratio_to!r}")
-    if c.train_on not in ("all", "own"): raise ValueError(f"train_on must be 'all' or 'own', got {c.train_on!r}")
-    if c.behaviour_weight not in ("none", "truncated"):
-        raise ValueError(f"behaviour_weight must be 'none' or 'truncated', got {c.behaviour_weight!r}")
-    if not (1 <= c.behaviour_cap < math.inf):   # a cap below 1 would down-weight on-policy tokens (weight 1)
-        raise ValueError(f"behaviour_cap must be a finite number >= 1, got {c.behaviour_cap}")
-    if c.behaviour_weight == "truncated" and c.ratio_to == "generator":
-        raise ValueError("behaviour_weight='truncated' corrects the ratio pi_k / pi_k,old for the sampler; ratio_to='generator' "
-                         "already divides by pi_gen: use one of the two")
-    if c.shared_negatives not in ("keep", "drop", "tapered"):
-        raise ValueError(f"shared_negatives must be 'keep', 'drop' or 'tapered', got {c.shared_negatives!r}")
-    if c.shared_negatives != "keep" and c.train_on == "own":   # "own" trains on no other member's rollout: nothing to act on
-        raise ValueError(f"shared_negatives={c.shared_negatives!r} acts on rollouts another adapter generated, and train_on='own' "
-                         "trains each adapter on its own only: use one of the two")
-    if c.shared_negatives == "tapered" and c.behaviour_weight == "truncated":
-        raise ValueError("shared_negatives='tapered' and behaviour_weight='truncated' both weight the same tokens by pi_k,old / pi_gen: "
-                         "use one of the two")
-    if c.shared_negatives == "tapered" and c.ratio_to == "generator":
-        raise ValueError("shared_negatives='tapered' weights by pi_k,old / pi_gen, and ratio_to='generator' already divides by pi_gen: "
-                         "use one of the two")
-    check_int("train_subsample", c.train_subsample, 1)
-    g = c.max_grad_norm
-    if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g < math.inf):
-        raise ValueError(f"max_grad_norm must be a finite number > 0 or None, got {g!r}")
-    if len(c.betas) != 2 or not all(0 <= b < 1 for b in c.betas): raise ValueError(f"betas must be two numbers in [0, 1), got {c.betas}")
+__all__ = ['token_mean', 'kl_token_advantages', 'kl_centre', 'kl_to_base', 'clipped_surrogate', 'behaviour_weights',
+           'tapered_weights', 'adapter_pg_loss', 'kept_rollouts', 'training_rows', 'subsample_rows',
+           'adapter_loss_term', 'nnm_term', 'clip_scale', 'UPDATE_PRESETS', 'UpdateConfig']
 
 # %% ../nbs/20_loss.ipynb #a4f841ae
 def token_mean(

@@ -10,105 +10,22 @@ from dataclasses import dataclass, fields, replace
 import torch
 from torch import Tensor
 from .checks import check_int, patch_to
+from .config import PAPER_TRANSITION, POLICY_PRESETS, PolicyConfig
 from .uncertainty import EnsembleTokenScores, ensemble_token_scores
 from .regularizer import stack_adapters
 from .ensemble import StackedLoRAEnsemble, route_blocks
 from .default_model import load_default_model
+_all_ = ["PAPER_TRANSITION", "POLICY_PRESETS", "PolicyConfig"]   # 26_config's, importable from here as before
 
 # %% auto #0
-__all__ = ['PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig', 'round_robin', 'load_base_model', 'LoRAEnsemble',
-           'peft_deprecation_silenced', 'enable_activation_checkpointing', 'dtype_kwarg', 'set_adapters_trainable',
-           'lora_layers', 'member_A', 'adapter_tensors', 'adapter_grads', 'a_stacks', 'trainable_groups',
-           'adapter_grad_norm', 'adapter_state', 'set_adapter_state', 'save_adapters', 'init_adapters', 'last_hidden',
-           'model_forward', 'adapters_off', 'member_hidden', 'lm_head', 'sequence_scores', 'right_pad']
-
-# %% ../nbs/16_policy.ipynb #6a25007d
-PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    "The ensemble policy: base model, K adapters, the generation budget and scoring. Defaults: the paper (App. E)."
-    model: str = "Qwen/Qwen3-8B"        # a save_pretrained directory or hub id; "default" = the embedded model
-    dtype: str = "bfloat16"             # dtype of the frozen base weights: float32, bfloat16, float16 (paper: fp16), float64 (exactness tests); adapters fp32 (float64 with float64)
-    device: str = "cuda"                # torch device of the model
-    n_adapters: int = 5                 # K (App. E: 5; the TTT-Discover baseline: 1)
-    lora_rank: int = 16                 # r (App. E)
-    lora_alpha: float = 32.0            # alpha; the adapter is scaled by alpha / r = 2 (App. E)
-    lora_dropout: float = 0.05          # dropout on the adapter input, training forwards only (off when sampling and scoring)
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")  # adapted linears in every layer (App. E)
-    b_init_std: float = 0.01            # B ~ N(0, std^2) per adapter (reference); 0 gives peft's B = 0: every member equals the base, MI = 0
-    seed: int = 42                      # adapter k draws its A and B from seed + 1000·k (the reference's seeds for 42)
-    identical_init: bool = False        # every adapter from `seed` alone: K copies of one member (Prop. 3 checks; MI = 0)
-    temperature: float = 1.0            # sampling temperature; pure sampling, no top-k / top-p (App. E)
-    think_cap: int | None = 26000       # sampled thinking tokens before a forced close (App. E "Phase-1 token cap"); None = no thinking phase
-    code_budget: int = 6000             # sampled tokens of the code phase after a forced close (App. E "Phase-2 wrap budget")
-    context_window: int = 32768         # prompt + generated tokens of a rollout at most (Qwen3-8B native)
-    max_new_tokens: int | None = None   # generated tokens of a rollout at most, whatever the phase; None = up to the context window
-    transition: str = PAPER_TRANSITION  # text teacher-forced at a forced close; must contain think_end (mask 0)
-    think_end: str = "</think>"         # the token that closes the thinking phase; one token of the vocabulary
-    chunk_size: int = 256               # LM-head positions per chunk when scoring and training (App. D)
-    score_batch: int = 2                # sequences per scoring forward, each through all K adapters; 1 = no padding (paper preset)
-    train_batch: int = 1                # sequences per training forward of one adapter
-    scoring: str = "mixed"              # "mixed": one forward with a per-row adapter name; "loop": one forward per adapter
-    mi_positions: str = "completion"    # U_i over the sampled tokens (paper, App. C); "all": every predicted position, prompt included (reference)
-    top_frac: float = 0.07              # U_i = mean of the top 7% token MI (Eq. 3)
-    gradient_checkpointing: bool = False  # recompute each decoder layer in the training backward instead of keeping its activations (paper preset: on)
-    ensemble: str = "stacked"           # "stacked": the batched module of 15_ensemble (one batched matmul per layer); "peft": K peft adapters (a loop over adapters inside every LoRA layer)
-    train_mode: str = "per_adapter"     # "per_adapter": one forward and backward per adapter (Alg. 1 Stage 5, least memory; paper); "batched": all K in one (ensemble="stacked"; tiny)
-
-    def __post_init__(self): _check_policy_config(self)
-
-    @classmethod
-    def preset(cls, name: str, **overrides) -> "PolicyConfig":
-        "The `paper` (Qwen3-8B on a GPU), `tiny` (the embedded model on a CPU) or `mechanism` settings, with overrides."
-        if name not in POLICY_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(POLICY_PRESETS)}")
-        return replace(cls(), **{**POLICY_PRESETS[name], **overrides})
-
-# %% ../nbs/16_policy.ipynb #49ac5214
-_TINY_POLICY = dict(   # the embedded model on a CPU; the transition is the "</think>\n" it was trained on
-    model="default", dtype="float32", device="cpu", n_adapters=5, seed=0, think_cap=24, code_budget=160, context_window=512,
-    max_new_tokens=320, transition="</think>\n", score_batch=8, train_batch=8, scoring="loop", train_mode="batched")
-
-POLICY_PRESETS = dict(
-    # Gradient checkpointing: a 26k-token training forward of Qwen3-8B keeps ~150 GiB of activations otherwise (32_plan).
-    # One rollout (its K rows) per scoring forward: no padding, so no (rows, 1, T, T) mask (10 GiB at 32k for 10 rows)
-    # and SDPA keeps its grouped-query fast path.
-    paper=dict(gradient_checkpointing=True, score_batch=1),
-    # The embedded model thinks for 18-39 tokens and writes 75-116 in all: the cap at 24 closes about half the
-    # rollouts by force. K = 5 as in the paper, so that a tiny run's logs read like a paper run's.
-    tiny=_TINY_POLICY,
-    mechanism=dict(_TINY_POLICY, ensemble="peft", train_mode="per_adapter"),   # pinned: the study's 36 runs went through peft
-)
+__all__ = ['round_robin', 'load_base_model', 'LoRAEnsemble', 'peft_deprecation_silenced', 'enable_activation_checkpointing',
+           'dtype_kwarg', 'set_adapters_trainable', 'lora_layers', 'member_A', 'adapter_tensors', 'adapter_grads',
+           'a_stacks', 'trainable_groups', 'adapter_grad_norm', 'adapter_state', 'set_adapter_state', 'save_adapters',
+           'init_adapters', 'last_hidden', 'model_forward', 'adapters_off', 'member_hidden', 'lm_head',
+           'sequence_scores', 'right_pad', 'PAPER_TRANSITION', 'POLICY_PRESETS', 'PolicyConfig']
 
 # %% ../nbs/16_policy.ipynb #9f02f597
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "float64": torch.float64}
-
-def _check_policy_config(c: PolicyConfig) -> None:
-    "Raise a ValueError naming the first field of a PolicyConfig that is out of range."
-    if not isinstance(c.gradient_checkpointing, bool): raise ValueError(f"gradient_checkpointing must be a bool, got {c.gradient_checkpointing!r}")
-    for name in ("n_adapters", "lora_rank", "code_budget", "context_window", "chunk_size", "score_batch", "train_batch"):
-        check_int(name, getattr(c, name), 1, what="a positive int")
-    for name in ("think_cap", "max_new_tokens"): check_int(name, getattr(c, name), 1, allow_none=True, what="a positive int")
-    if c.dtype not in _DTYPES: raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {c.dtype!r}")
-    if not c.lora_alpha > 0: raise ValueError(f"lora_alpha must be > 0, got {c.lora_alpha}")
-    if not 0 <= c.lora_dropout < 1: raise ValueError(f"lora_dropout must lie in [0, 1), got {c.lora_dropout}")
-    if not c.b_init_std >= 0: raise ValueError(f"b_init_std must be >= 0, got {c.b_init_std}")
-    if not c.temperature > 0: raise ValueError(f"temperature must be > 0, got {c.temperature}")
-    if not 0 < c.top_frac <= 1: raise ValueError(f"top_frac must lie in (0, 1], got {c.top_frac}")
-    if not c.target_modules or not all(isinstance(m, str) for m in c.target_modules):
-        raise ValueError(f"target_modules must be a non-empty tuple of module names, got {c.target_modules!r}")
-    if not isinstance(c.identical_init, bool): raise ValueError(f"identical_init must be True or False, got {c.identical_init!r}")
-    if c.scoring not in ("mixed", "loop"): raise ValueError(f"scoring must be 'mixed' or 'loop', got {c.scoring!r}")
-    if c.mi_positions not in ("completion", "all"): raise ValueError(f"mi_positions must be 'completion' or 'all', got {c.mi_positions!r}")
-    if c.ensemble not in ("peft", "stacked"): raise ValueError(f"ensemble must be 'peft' or 'stacked', got {c.ensemble!r}")
-    if c.train_mode not in ("per_adapter", "batched"): raise ValueError(f"train_mode must be 'per_adapter' or 'batched', got {c.train_mode!r}")
-    if c.train_mode == "batched" and c.ensemble != "stacked":
-        raise ValueError("train_mode='batched' needs ensemble='stacked': peft refuses mixed-adapter batches in train mode")
-    if c.think_cap is not None and c.think_end not in c.transition:
-        raise ValueError(f"the transition {c.transition!r} must contain think_end {c.think_end!r}: it closes the thinking phase")
-    if c.think_cap is not None and c.think_cap + c.code_budget >= c.context_window:
-        raise ValueError(f"think_cap + code_budget = {c.think_cap + c.code_budget} leaves no room for a prompt in a "
-                         f"context window of {c.context_window} tokens")
 
 # %% ../nbs/16_policy.ipynb #f9522cdc
 def round_robin(

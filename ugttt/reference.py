@@ -19,7 +19,7 @@ REFERENCE = {
     "streaming.frac": 0.07,             # window scored by its top-7% mean MI; App. F: the window's mean MI
     "streaming.history": "sequence",    # history of full-sequence top-7% MI, another statistic than the window's; App. F: the window's
     "streaming.context": False,         # window scored alone, as a fresh sequence; App. F: with the rollout so far as context
-    "puct_backup": "reference",         # best value to the direct parent only, 1 count per successful group; TTT-Discover: every ancestor
+    "puct.backup": "reference",         # best value to the direct parent only, 1 count per successful group; TTT-Discover: every ancestor
 }
 
 REFERENCE_PERCENTILE = {"cp26": 25.0}   # tasks the reference ran at another gate percentile than REFERENCE's 5

@@ -18,7 +18,7 @@ from .rundir import (CONFIG, CONFIG_MAX_BYTES, METRICS, TRAJECTORIES, RunDirErro
 from .checkpoint import own_hyperparameters, load_checkpoint
 from .loss import UpdateConfig
 from .policy import LoRAEnsemble, lm_head, adapter_tensors, adapters_off, last_hidden, trainable_groups
-from .trainer import EpochGroups, RunState, build_state, check_device, check_extras, epoch_groups
+from .trainer import EpochGroups, RunState, build_state, epoch_groups, open_executor, preflight
 from .update import GroupUpdate, make_optimizers, update_epoch
 
 # %% auto #0
@@ -241,9 +241,10 @@ def replay_state(
     run_dir,                 # its directory: read only
     epoch: int,              # the epoch about to run
     progress: bool = False,  # tqdm bars
+    task=None,               # the run's task (preflight's); None: resolved from cfg.task
 ) -> RunState:               # the state epoch `epoch` starts from; its sandbox is the caller's to set
     "The run's state before an epoch: a new run's (epoch 0), or restored from the checkpoint of epoch - 1; nothing is written."
-    state = build_state(cfg, run_dir, progress)
+    state = build_state(cfg, run_dir, progress, task)
     if epoch > 0:
         st = load_checkpoint(run_dir, state.ens, state.optimizers, state.gen, cfg, epoch=epoch - 1)
         state.start, state.counter, state.sampler, state.history = epoch, st["counter"], st["sampler"], st["history"]
@@ -310,7 +311,7 @@ def replay(
     if threads is not None and not is_int(threads, 1): raise ValueError(f"threads must be an int >= 1, got {quote(threads, 40)}")
     cfg = read_config(run_dir)
     check_replayable(run_dir, epoch, cfg)
-    check_extras(cfg); check_device(cfg)
+    task = preflight(cfg)                                   # the task, the extras, the device: before any compute
     K = cfg.n_adapters
     upd = {}                                                # every variant's config valid before compute
     for n in names:
@@ -320,19 +321,16 @@ def replay(
     names = [n for n in names if n in upd]                   # what "all" holds that this run cannot take is left out
     logged = logged_epoch(run_dir, epoch, K)
     threads = threads or logged["threads"] or torch.get_num_threads()
-    with _torch_threads(threads): return _replay(run_dir, epoch, cfg, names, upd, logged, threads, sandbox, progress, json_path)
+    with _torch_threads(threads): return _replay(run_dir, epoch, cfg, names, upd, logged, threads, sandbox, progress, json_path, task)
 
 # %% ../nbs/37_replay.ipynb #d974238c
 def _replay(run_dir: Path, epoch: int, cfg: TrainConfig, names: list, upd: dict, logged: dict, threads: int, sandbox,
-            progress: bool, json_path) -> dict:
+            progress: bool, json_path, task) -> dict:
     "replay's work once every input is checked: regenerate and check the epoch, then each variant's update from one snapshot."
     K, t0 = cfg.n_adapters, time.perf_counter()
-    state = replay_state(cfg, run_dir, epoch, progress)
+    state = replay_state(cfg, run_dir, epoch, progress, task)
     own_sandbox = sandbox is None
-    if own_sandbox:                                          # as train() makes it: the run's executor, workers, budget and clock
-        from ugttt.sandbox_ray import make_executor
-        sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address,
-                                budget_clock=cfg.budget_clock, isolation=cfg.sandbox_isolation)
+    if own_sandbox: sandbox = open_executor(cfg)             # as train() makes it: the run's executor, workers, budget and clock
     try:
         state.sandbox = sandbox
         eg = epoch_groups(state)

@@ -8,7 +8,8 @@ import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, tim
 from dataclasses import dataclass
 from pathlib import Path
 from .checks import check_int, is_int
-from .config import TrainConfig, streams_by_default, config_from_dict, config_to_dict, make_config, stored_config_diff
+from .config import TrainConfig, streams_by_default, config_from_dict, config_to_dict, make_config
+from .config_files import stored_config_diff
 from .tasks import TASK_NAMES, get_task
 from .analysis import Run, interval_method, load_run
 
@@ -221,6 +222,7 @@ def plan_runs(
     "Every spec's directory, and the training jobs of the missing and partial runs; all configs and directories checked first."
     specs = list(dict.fromkeys(specs))
     cfgs = {s: run_config(s, preset, smoke, **overrides) for s in specs}           # every config valid before compute
+    for task in dict.fromkeys(s.task for s in specs): get_task(task)               # every task imported and checked too
     paths = {s: run_path(runs_dir, s, preset, smoke) for s in specs}
     states = {s: run_state(paths[s], cfgs[s]) for s in specs}
     existing = [str(paths[s]) for s in specs if states[s] != "missing"]

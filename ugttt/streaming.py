@@ -10,49 +10,14 @@ import numpy as np
 import torch
 from torch import Tensor
 from .checks import check_int
+from .config import STREAMING_PRESETS, StreamingConfig
 from .uncertainty import mask_as_bool, top_frac_mean
+_all_ = ["STREAMING_PRESETS", "StreamingConfig"]   # 26_config's, importable from here as before
 
 # %% auto #0
-__all__ = ['STREAMING_PRESETS', 'StreamingConfig', 'window_mask', 'window_mi', 'history_value', 'is_check_step',
-           'percentile_threshold', 'gate_stops', 'StreamingHistory', 'StreamRecord', 'gate_check', 'streaming_summary',
-           'truncated_rollout_mask']
-
-# %% ../nbs/17_streaming.ipynb #a0863422
-@dataclass(frozen=True)
-class StreamingConfig:
-    "Settings of the streaming MI gate; the defaults are the paper's (App. E, App. F)."
-    window: int = 4096            # W: the last W thinking tokens are scored
-    min_tokens: int = 4096        # first check when this many tokens have been generated (the cap)
-    interval: int | None = 2048   # later checks every `interval` tokens after the cap; None = once, at the cap
-    percentile: float = 25.0      # p: stop below the p-th percentile of the history (reference: 5 on AC1 and Erdős)
-    warmup_epochs: int = 3        # no gate before this epoch (0-based: epochs 0, 1, 2 only fill the history)
-    frac: float = 1.0             # window score = mean of the top `frac` of the window's token MI; 1.0 = plain mean, 0.07 = reference
-    history: str = "window"       # what the history holds: "window" (the same statistic) or "sequence" (reference)
-    context: bool = True          # score the window with the whole rollout as context; False = the window alone (reference)
-
-    def __post_init__(self):
-        for name in ("window", "min_tokens"): check_int(name, getattr(self, name), 1, what="a positive int")
-        check_int("interval", self.interval, 1, allow_none=True, what="a positive int or None")
-        if not 0 <= self.percentile <= 100: raise ValueError(f"percentile must lie in [0, 100], got {self.percentile}")
-        if not 0 < self.frac <= 1: raise ValueError(f"frac must lie in (0, 1], got {self.frac}")
-        check_int("warmup_epochs", self.warmup_epochs, 0)
-        if self.history not in ("window", "sequence"): raise ValueError(f"history must be 'window' or 'sequence', got {self.history!r}")
-        if not isinstance(self.context, bool): raise ValueError(f"context must be True or False, got {self.context!r}")
-
-    @classmethod
-    def preset(cls, name: str, **overrides) -> "StreamingConfig":
-        "The `paper` settings (App. E), or the `tiny` and `mechanism` ones scaled to the embedded model's thinking phase, with overrides."
-        if name not in STREAMING_PRESETS: raise ValueError(f"unknown preset {name!r}; choose from {sorted(STREAMING_PRESETS)}")
-        return cls(**{**STREAMING_PRESETS[name], **overrides})
-
-# %% ../nbs/17_streaming.ipynb #e8e7c48b
-_TINY_GATE = dict(window=8, min_tokens=12, interval=4, warmup_epochs=2)   # the embedded model's thinking phase
-
-STREAMING_PRESETS = dict(
-    paper=dict(),
-    tiny=_TINY_GATE,
-    mechanism=_TINY_GATE,   # the same model and thinking phase; the study's runs switch the gate off (streaming_on)
-)
+__all__ = ['window_mask', 'window_mi', 'history_value', 'is_check_step', 'percentile_threshold', 'gate_stops', 'StreamingHistory',
+           'StreamRecord', 'gate_check', 'streaming_summary', 'truncated_rollout_mask', 'STREAMING_PRESETS',
+           'StreamingConfig']
 
 # %% ../nbs/17_streaming.ipynb #fa81b7d3
 def window_mask(

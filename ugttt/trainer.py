@@ -25,7 +25,8 @@ _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 28_checkpoin
 
 # %% auto #0
 __all__ = ['RunState', 'build_state', 'start_run', 'GenerationBar', 'EpochGroups', 'epoch_groups', 'run_epoch', 'train',
-           'check_extras', 'check_device', 'save_checkpoint', 'load_checkpoint', 'check_run_dir']
+           'check_extras', 'check_device', 'preflight', 'open_executor', 'save_checkpoint', 'load_checkpoint',
+           'check_run_dir']
 
 # %% ../nbs/30_trainer.ipynb #6defca40
 @dataclass
@@ -50,15 +51,16 @@ def build_state(
     cfg: TrainConfig,   # the run
     run_dir,            # its directory (not touched here)
     progress: bool,     # tqdm bars
+    task: Task | None = None,   # the run's task (preflight's); None: resolved here from cfg.task
 ) -> RunState:          # the state of a new run before its first epoch; its sandbox is the caller's to set
     "Seed, load the model and build the run's state (optimisers, sampler, gate history) as a new run starts; writes nothing."
-    task = get_task(cfg.task)
+    task = get_task(cfg.task) if task is None else task
     torch.manual_seed(cfg.seed)
     ens = LoRAEnsemble.from_config(cfg.policy)
     gen = sampling_generator(ens.device, cfg.seed)        # on the policy's device: ATen refuses a CPU generator for CUDA logits
     optimizers = make_optimizers(ens, cfg.update)
-    sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct_c, group_size=cfg.group_size,
-                          topk_children=cfg.puct_topk_children, max_buffer=cfg.puct_max_buffer, backup=cfg.puct_backup)
+    sampler = PUCTSampler(task, n_roots=cfg.groups_per_epoch, seed=cfg.seed, c=cfg.puct.c, group_size=cfg.group_size,
+                          topk_children=cfg.puct.topk_children, max_buffer=cfg.puct.max_buffer, backup=cfg.puct.backup)
     return RunState(cfg, ens, optimizers, sampler, StreamingHistory(), gen, task, Path(run_dir), progress=progress)
 
 # %% ../nbs/30_trainer.ipynb #e0e7c44c
@@ -67,9 +69,10 @@ def start_run(
     run_dir,            # its directory: created for a new run, continued for a resumed one
     resume: bool,       # continue the run there from its newest checkpoint
     progress: bool,     # tqdm bars
+    task: Task | None = None,   # the run's task (preflight's); None: resolved from cfg.task
 ) -> RunState:          # the state before the first epoch to run; its sandbox is the caller's to set
     "Build the run's state (build_state), then create the run directory, or resume the run from its newest checkpoint."
-    state = build_state(cfg, run_dir, progress)           # before the directory exists: a model that fails to load leaves nothing
+    state = build_state(cfg, run_dir, progress, task)           # before the directory exists: a model that fails to load leaves nothing
     if not resume: create_run(run_dir, config_to_dict(cfg))
     st = resume_run(run_dir, state.ens, state.optimizers, state.gen, cfg) if resume else None
     if st is not None: state.start, state.counter, state.sampler, state.history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
@@ -205,11 +208,11 @@ def _verify(
     parents: list,     # the epoch's PUCT parents, one per group
     groups: list,      # their generated groups
 ) -> list[list]:       # per group, the G Evaluations in rollout order
-    "Run every rollout's program against its parent's state in the sandbox, sandbox_workers at a time."
+    "Run every rollout's program against its parent's state in the sandbox, sandbox.workers at a time."
     cfg, G = state.cfg, state.cfg.group_size
     jobs = [(j, i) for j in range(len(groups)) for i in range(G)]
     verify = lambda ji: state.task.evaluate(groups[ji[0]].texts[ji[1]], parents[ji[0]].state, cfg.budget_s, state.sandbox)
-    with ThreadPoolExecutor(cfg.sandbox_workers) as ex:
+    with ThreadPoolExecutor(cfg.sandbox.workers) as ex:
         flat = list(_bar(ex.map(verify, jobs), state.progress, "verify", total=len(jobs)))
     return [flat[j * G:(j + 1) * G] for j in range(len(groups))]
 
@@ -228,24 +231,17 @@ def train(
     out_dir,                   # the run directory; must not exist unless resume
     resume: bool = False,      # continue the run in out_dir from its last complete epoch
     progress: bool = True,     # tqdm bars and one summary line per epoch
-    sandbox=None,              # an executor (ugttt.sandbox_ray.Executor) on cfg.budget_clock; default: cfg.executor's, with cfg.sandbox_workers workers
+    sandbox=None,              # an executor (ugttt.sandbox_ray.Executor) on cfg.budget_clock; default: open_executor(cfg)
+    task: Task | None = None,  # the run's task, when the caller has run preflight (the command line); None: train runs it
 ) -> list[dict]:               # the per-epoch metric records
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
     out = Path(out_dir)
-    if sandbox is not None and getattr(sandbox, "budget_clock", cfg.budget_clock) != cfg.budget_clock:   # the run says how it was verified
-        raise ValueError(f"the sandbox counts budgets on the {sandbox.budget_clock!r} clock, the config on {cfg.budget_clock!r}: "
-                         f"pass a sandbox made with budget_clock={cfg.budget_clock!r}")
-    check_run_dir(cfg, out, resume)
-    check_extras(cfg)                                      # a missing optional extra stops the run before any compute
-    check_device(cfg)                                      # and so does a device this machine lacks
+    if task is None: task = preflight(cfg, out, resume, sandbox)   # every check before any compute, once
     own_sandbox = sandbox is None
-    if own_sandbox:                                        # before the run directory: a machine that cannot confine programs leaves nothing
-        from ugttt.sandbox_ray import make_executor
-        sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address,
-                                budget_clock=cfg.budget_clock, isolation=cfg.sandbox_isolation)
+    if own_sandbox: sandbox = open_executor(cfg)           # before the run directory: a machine that cannot confine programs leaves nothing
     tracker, epochs = None, []
     try:
-        state = start_run(cfg, out, resume, progress)
+        state = start_run(cfg, out, resume, progress, task)
         state.sandbox = sandbox
         tracker = open_tracker(cfg.report_to, out, run_name(out), config_to_dict(cfg))   # unique: two tasks' ugttt-s0 stay apart
         for epoch in _bar(range(state.start, cfg.epochs), progress, "epochs", initial=state.start, total=cfg.epochs):
@@ -265,7 +261,7 @@ def check_extras(
 ) -> None:
     "ImportError naming the pip extra for the executor or a tracker that cfg asks for and this environment lacks."
     import importlib.util
-    if cfg.executor == "ray" and importlib.util.find_spec("ray") is None:
+    if cfg.sandbox.executor == "ray" and importlib.util.find_spec("ray") is None:
         raise ImportError("executor='ray' needs ray: pip install ugttt[ray]")
     check_report_to(cfg.report_to)
 
@@ -281,3 +277,27 @@ def check_device(
         n = torch.cuda.device_count()
         if dev.index is not None and dev.index >= n: raise ValueError(f"policy.device {d!r}: this machine has {n} CUDA device(s), cuda:0 to cuda:{n - 1}")
     elif dev.type == "mps" and not torch.backends.mps.is_available(): raise ValueError(f"policy.device {d!r}: MPS is not available on this machine")
+
+# %% ../nbs/30_trainer.ipynb #cf9d6e4b
+def preflight(
+    cfg: TrainConfig,          # the run
+    out_dir=None,              # its directory, checked when given (check_run_dir)
+    resume: bool = False,      # the run continues the one in out_dir
+    sandbox=None,              # the executor the caller will pass to train, if any
+) -> Task:                     # the run's task, resolved and checked
+    "Every check a run needs beyond its fields, once, before any compute: the sandbox's clock, the task, the run directory, the extras, the device."
+    if sandbox is not None and getattr(sandbox, "budget_clock", cfg.budget_clock) != cfg.budget_clock:   # the run says how it was verified
+        raise ValueError(f"the sandbox counts budgets on the {sandbox.budget_clock!r} clock, the config on {cfg.budget_clock!r}: "
+                         f"pass a sandbox made with budget_clock={cfg.budget_clock!r}")
+    task = get_task(cfg.task)                              # a built-in, or the user's module imported and checked now
+    if out_dir is not None: check_run_dir(cfg, out_dir, resume)
+    check_extras(cfg)                                      # a missing optional extra stops the run before any compute
+    check_device(cfg)                                      # and so does a device this machine lacks
+    return task
+
+def open_executor(cfg: TrainConfig):
+    "The run's own executor (ugttt.sandbox_ray.make_executor): its sandbox section, budget and clock."
+    from ugttt.sandbox_ray import make_executor
+    s = cfg.sandbox
+    return make_executor(s.executor, workers=s.workers, budget_s=cfg.budget_s, address=s.ray_address,
+                         budget_clock=cfg.budget_clock, isolation=s.isolation)

@@ -1,0 +1,78 @@
+"""The package's layering, read from its source: the config is a leaf, no private name crosses a module, the ensemble's
+backend stays inside the policy, importing the policy leaves the sandbox out, and the names the config checks against
+are the components' own."""
+import ast, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "ugttt"
+MODULES = sorted(p for p in PKG.rglob("*.py") if p.name != "_modidx.py")
+
+# Cross-module private imports still to be removed by the sandbox package (issue 40, Deliver 3); nothing may join them.
+KNOWN_PRIVATE = {
+    ("isolation.py", "_cgroup_bases"), ("sandbox.py", "_recv_msg"), ("sandbox.py", "_send_msg"), ("sandbox.py", "_python_dirs"),
+    ("sandbox_ray.py", "_check_budget"), ("tasks.py", "_NCPU"), ("tasks.py", "_Meter"), ("tasks.py", "_descendants"),
+    ("tasks.py", "_prctl"), ("trl_reward.py", "_check_budget"),
+}
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _relative_imports(path: Path, top_level_only: bool = False) -> list[ast.ImportFrom]:
+    nodes = _tree(path).body if top_level_only else ast.walk(_tree(path))
+    return [n for n in nodes if isinstance(n, ast.ImportFrom) and n.level > 0]
+
+
+def test_config_is_a_leaf():
+    "ugttt/config.py imports only checks at its top; inside functions only the reference's switches and the moved file readers."
+    assert {n.module for n in _relative_imports(PKG / "config.py", top_level_only=True)} == {"checks"}
+    lazy = {(n.module, tuple(a.name for a in n.names)) for n in ast.walk(_tree(PKG / "config.py"))
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("ugttt")}
+    assert lazy <= {("ugttt.reference", ("reference_overrides",)), ("ugttt", ("config_files",))}, lazy
+
+
+def test_no_private_name_crosses_a_module():
+    "No `from .x import _y` in the package, except the sandbox's, listed until its split lands."
+    found = {(p.name, a.name) for p in MODULES for n in _relative_imports(p) for a in n.names if a.name.startswith("_")}
+    assert found <= KNOWN_PRIVATE, sorted(found - KNOWN_PRIVATE)
+
+
+def test_the_backend_stays_in_the_policy():
+    "Only the policy and the stacked module touch `ens.stack`; update, scores and replay never ask which backend trains."
+    for p in MODULES:
+        nodes = [n for n in ast.walk(_tree(p)) if isinstance(n, ast.Attribute)]
+        attrs = {n.attr for n in nodes if not (isinstance(n.value, ast.Name) and n.value.id in ("torch", "np"))}   # not torch.stack
+        if p.name not in ("policy.py", "ensemble.py"): assert "stack" not in attrs, p.name
+        if p.name in ("update.py", "scores.py", "replay.py"):
+            assert "train_mode" not in attrs and "_active" not in attrs, p.name
+
+
+def test_importing_the_config_loads_nothing_else():
+    "`import ugttt.config` loads no other module of the package than checks."
+    code = "import sys, ugttt.config; print(sorted(m for m in sys.modules if m.startswith('ugttt.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == ["ugttt.checks", "ugttt.config"], out
+
+
+@pytest.mark.parametrize("name, module, attr", [
+    ("BUDGET_CLOCKS", "ugttt.sandbox", "BUDGET_CLOCKS"),
+    ("ISOLATION_MODES", "ugttt.isolation", "MODES"),
+    ("TRACKERS", "ugttt.tracking", "TRACKERS"),
+    ("PUCT_BACKUPS", "ugttt.puct", "BACKUPS"),
+])
+def test_the_config_checks_against_the_components_own_names(name, module, attr):
+    "Each list of values the config accepts equals the list of the component that defines them."
+    import importlib
+    import ugttt.config as config
+    assert tuple(getattr(config, name)) == tuple(getattr(importlib.import_module(module), attr))
+
+
+def test_policy_dtypes_are_the_loaders():
+    "The dtypes a PolicyConfig accepts by name are those load_base_model resolves."
+    import ugttt.config as config
+    import ugttt.policy as policy
+    assert tuple(config.DTYPES) == tuple(policy._DTYPES)
