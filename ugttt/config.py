@@ -8,13 +8,13 @@ import dataclasses, functools, json, math, types, typing
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
 from .checks import check_int, clip, is_int, quote
-from .isolation import MODES as ISOLATION_MODES
+from .sandbox.confine import MODES as ISOLATION_MODES
 from .policy import PolicyConfig
 from .update import UpdateConfig
 from .streaming import StreamingConfig
 from .tasks import TASK_NAMES, get_task
 from .rundir import CONFIG, CONFIG_MAX_BYTES, RunDirError, check_tree, read_json, read_regular
-from .sandbox import BUDGET_CLOCKS
+from .sandbox.budget import BUDGET_CLOCKS
 from .tracking import TRACKERS, check_report_to, report_to_tuple
 
 # %% auto #0
@@ -25,7 +25,7 @@ __all__ = ['METHODS', 'EXECUTORS', 'REPORT_TO', 'STREAMING_TASKS', 'SECTIONS', '
 
 # %% ../nbs/26_config.ipynb #468c3d8f
 METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
-EXECUTORS = ("local", "ray")                       # verification backends (03_sandbox, 08_sandbox_ray)
+EXECUTORS = ("local", "ray")                       # verification backends (57_sandbox_pool, 59_sandbox_ray)
 REPORT_TO = TRACKERS                               # experiment trackers: tensorboard, trackio, wandb (25_tracking)
 STREAMING_TASKS = ("ac1", "cp26")   # where the paper's UG-TTT runs used the streaming gate (App. E)
 SECTIONS = dict(policy=PolicyConfig, update=UpdateConfig, streaming=StreamingConfig)   # the nested configs, by field name
@@ -41,10 +41,10 @@ class TrainConfig:
     seed: int = 0                       # seeds the roots, sampling and dropout; the adapters' init is policy.seed (reproduce sets both)
     prompt_style: str = "chat"          # "chat" (an instruction-tuned model) or "compact" (the embedded model)
     budget_s: float = 10.0              # seconds a program may run in the sandbox, on budget_clock
-    budget_clock: str = "cpu"           # what budget_s counts: "cpu" (CPU seconds of its processes; a wall-clock backstop, 03_sandbox) or "wall" (wall-clock seconds)
+    budget_clock: str = "cpu"           # what budget_s counts: "cpu" (CPU seconds of its processes; a wall-clock backstop, 57_sandbox_pool) or "wall" (wall-clock seconds)
     sandbox_workers: int = 2            # programs verified at once
     executor: str = "local"             # where programs run: "local" (warm sandbox workers here) or "ray" (a Ray task each; ugttt[ray])
-    sandbox_isolation: str = "auto"     # the sandbox's isolation (03_isolation): "auto" (bwrap or mountns, else refuse to run), or a mode by name; "netns" and "limits" do not confine files
+    sandbox_isolation: str = "auto"     # the sandbox's isolation (53_sandbox_confine): "auto" (bwrap or mountns, else refuse to run), or a mode by name; "netns" and "limits" do not confine files
     ray_address: str | None = None      # executor "ray": the cluster to join, as ray.init(address=...); None: the running or a new local one
     report_to: tuple[str, ...] = ()     # experiment trackers fed from the run's metrics: tensorboard, trackio, wandb; () or "none": none
     decode_groups: int = 1              # groups sampled in one batched decode (paper scale: 1, a group's KV cache fills a GPU)

@@ -39,7 +39,7 @@ class RunState:
     gen: torch.Generator         # the sampling generator, on the policy's device
     task: Task                   # the problem: prompts, verification, families
     run_dir: Path                # the run directory (24_rundir)
-    sandbox: object = None       # the executor that runs the programs (ugttt.sandbox_ray.Executor); set by the caller
+    sandbox: object = None       # the executor that runs the programs (ugttt.sandbox.ray.Executor); set by the caller
     counter: int = 0             # rollouts generated so far: the adapters' round robin continues from it
     best: float = -math.inf      # the best R_exec so far
     progress: bool = False       # tqdm bars
@@ -228,7 +228,7 @@ def train(
     out_dir,                   # the run directory; must not exist unless resume
     resume: bool = False,      # continue the run in out_dir from its last complete epoch
     progress: bool = True,     # tqdm bars and one summary line per epoch
-    sandbox=None,              # an executor (ugttt.sandbox_ray.Executor) on cfg.budget_clock; default: cfg.executor's, with cfg.sandbox_workers workers
+    sandbox=None,              # an executor (ugttt.sandbox.ray.Executor) on cfg.budget_clock; default: cfg.executor's, with cfg.sandbox_workers workers
 ) -> list[dict]:               # the per-epoch metric records
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
     out = Path(out_dir)
@@ -240,7 +240,7 @@ def train(
     check_device(cfg)                                      # and so does a device this machine lacks
     own_sandbox = sandbox is None
     if own_sandbox:                                        # before the run directory: a machine that cannot confine programs leaves nothing
-        from ugttt.sandbox_ray import make_executor
+        from ugttt.sandbox.ray import make_executor
         sandbox = make_executor(cfg.executor, workers=cfg.sandbox_workers, budget_s=cfg.budget_s, address=cfg.ray_address,
                                 budget_clock=cfg.budget_clock, isolation=cfg.sandbox_isolation)
     tracker, epochs = None, []
