@@ -6,6 +6,7 @@
 from __future__ import annotations
 import os, signal, threading, time
 from pathlib import Path
+from ..checks import patch_to
 
 # %% auto #0
 __all__ = ['CONTROLLERS', 'UID_BASE', 'cgroup_bases', 'WorkerCgroups', 'take_uid', 'give_uid']
@@ -100,40 +101,48 @@ class WorkerCgroups:
                 except OSError: pass
             time.sleep(0.005)
 
-    def wrap(self, argv: list) -> list:
-        "Prefix `argv` so that the process joins the groups before it execs (and so before it can fork)."
-        if not self.dirs: return argv
-        n = len(self.dirs)
-        script = ' && '.join(f'echo $$ > "${i + 1}"' for i in range(n)) + f' && shift {n} && exec "$@"'
-        return ['/bin/sh', '-c', script, 'sh', *[str(d / 'cgroup.procs') for d in self.dirs], *argv]
+# %% ../../nbs/55_sandbox_cgroups.ipynb #1a829aca
+@patch_to(WorkerCgroups)
+def wrap(self, argv: list) -> list:
+    "Prefix `argv` so that the process joins the groups before it execs (and so before it can fork)."
+    if not self.dirs: return argv
+    n = len(self.dirs)
+    script = ' && '.join(f'echo $$ > "${i + 1}"' for i in range(n)) + f' && shift {n} && exec "$@"'
+    return ['/bin/sh', '-c', script, 'sh', *[str(d / 'cgroup.procs') for d in self.dirs], *argv]
 
-    def oom_kills(self) -> int:
-        "OOM kills counted by the memory group so far."
-        for d in self.dirs:
-            for f in ('memory.oom_control', 'memory.events'):
-                try:
-                    for l in (d / f).read_text().splitlines():
-                        if l.startswith('oom_kill '): return int(l.split()[1])
-                except OSError: pass
-        return 0
-
-    def procs(self) -> list:
-        "Tasks currently in the groups."
-        out = set()
-        for d in self.dirs:
-            try: out |= {int(p) for p in (d / 'cgroup.procs').read_text().split()}
+# %% ../../nbs/55_sandbox_cgroups.ipynb #2fd6d530
+@patch_to(WorkerCgroups)
+def oom_kills(self) -> int:
+    "OOM kills counted by the memory group so far."
+    for d in self.dirs:
+        for f in ('memory.oom_control', 'memory.events'):
+            try:
+                for l in (d / f).read_text().splitlines():
+                    if l.startswith('oom_kill '): return int(l.split()[1])
             except OSError: pass
-        return sorted(out)
+    return 0
 
-    def destroy(self) -> None:
-        "Kill whatever is left in the groups and remove them."
-        for d in self.dirs:
-            WorkerCgroups.kill_dir(d)
-            for _ in range(100):
-                try: d.rmdir(); break
-                except FileNotFoundError: break
-                except OSError: time.sleep(0.01)
-        self.dirs = []
+# %% ../../nbs/55_sandbox_cgroups.ipynb #b510f377
+@patch_to(WorkerCgroups)
+def procs(self) -> list:
+    "Tasks currently in the groups."
+    out = set()
+    for d in self.dirs:
+        try: out |= {int(p) for p in (d / 'cgroup.procs').read_text().split()}
+        except OSError: pass
+    return sorted(out)
+
+# %% ../../nbs/55_sandbox_cgroups.ipynb #8ca5935f
+@patch_to(WorkerCgroups)
+def destroy(self) -> None:
+    "Kill whatever is left in the groups and remove them."
+    for d in self.dirs:
+        WorkerCgroups.kill_dir(d)
+        for _ in range(100):
+            try: d.rmdir(); break
+            except FileNotFoundError: break
+            except OSError: time.sleep(0.01)
+    self.dirs = []
 
 # %% ../../nbs/55_sandbox_cgroups.ipynb #f32520c8
 UID_BASE = 100_000          # programs' uids: UID_BASE + 256 * (our pid mod 2**22) + slot, well below 2**32 - 1

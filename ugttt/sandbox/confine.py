@@ -111,6 +111,26 @@ def _mountinfo() -> list:
         out.append((re.sub(r'\\([0-7]{3})', lambda m: chr(int(m[1], 8)), f[4]), f[5].split(',')))
     return out
 
+# %% ../../nbs/53_sandbox_confine.ipynb #1a525c72
+def _pivot_into(
+    libc,       # ctypes libc with errno
+    root: str,  # the new root, built
+) -> None:
+    "pivot_root into `root`, drop the old root, and remount every mount read-only and nosuid but /tmp and /dev/shm."
+    os.chdir(root)
+    nr = _SYS_PIVOT_ROOT.get(platform.machine(), -1)            # another architecture: ENOSYS, the probe fails
+    _libc_call('pivot_root', libc.syscall(nr, b'.', b'.'))      # the old root now lies on top of the new one...
+    _libc_call('detach the old root', libc.umount2(b'.', _MNT_DETACH))    # ...and is gone
+    os.chdir('/')
+    for mp, _ in _mountinfo():                                  # all read-only and nosuid but /tmp and /dev/shm
+        if mp in ('/tmp', '/dev/shm'): continue
+        st = os.stat(mp)
+        locked = os.statvfs(mp).f_flag & (_MS_NODEV | _MS_NOEXEC)   # a user namespace forbids clearing them
+        nodev = 0 if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else _MS_NODEV
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | nodev | locked
+        _libc_call(f'remount {mp} read-only', libc.mount(None, mp.encode(), None, flags, None))
+    os.chdir('/tmp')
+
 # %% ../../nbs/53_sandbox_confine.ipynb #bace7be2
 def _new_root(
     libc,        # ctypes libc with errno
@@ -163,18 +183,7 @@ def _new_root(
     for p in spec['python_dirs']: bind(p)
     os.mkdir(R + '/proc')
     mount('proc', R + '/proc', 'proc', _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None, 'mount /proc')   # this pid namespace's
-    os.chdir(R)
-    nr = _SYS_PIVOT_ROOT.get(platform.machine(), -1)            # another architecture: ENOSYS, the probe fails
-    _libc_call('pivot_root', libc.syscall(nr, b'.', b'.'))      # the old root now lies on top of the new one...
-    _libc_call('detach the old root', libc.umount2(b'.', _MNT_DETACH))    # ...and is gone
-    os.chdir('/')
-    for mp, _ in _mountinfo():                                  # all read-only and nosuid but /tmp and /dev/shm
-        if mp in ('/tmp', '/dev/shm'): continue
-        st = os.stat(mp)
-        locked = os.statvfs(mp).f_flag & (_MS_NODEV | _MS_NOEXEC)   # a user namespace forbids clearing them
-        nodev = 0 if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else _MS_NODEV
-        mount(None, mp, None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | nodev | locked, None, f'remount {mp} read-only')
-    os.chdir('/tmp')
+    _pivot_into(libc, R)
 
 # %% ../../nbs/53_sandbox_confine.ipynb #eabbbefd
 def _root_userns(
@@ -199,6 +208,7 @@ def _root_userns(
     if made and not mapped: raise OSError(1, 'could not map the uids of the user namespace made as root')
     return made
 
+# %% ../../nbs/53_sandbox_confine.ipynb #b0c1f597
 def _launch(
     spec: dict,  # ppid, files (build the new root), python_dirs, tmp_bytes, keep_caps (root: the capabilities kept)
     argv: list,  # the command to exec inside: the zygote

@@ -14,6 +14,7 @@ from .cgroups import cgroup_bases
 from .budget import WALL_BACKSTOP, budget_limits, check_budget
 from .results import RunResult
 from .worker import Worker, WorkerLost
+from ..checks import patch_to
 
 # %% auto #0
 __all__ = ['DEFAULT_PRELOAD', 'remove_tree', 'Sandbox', 'default_sandbox']
@@ -30,11 +31,43 @@ def remove_tree(
             try: subprocess.run(argv, capture_output=True, timeout=120)
             except (OSError, subprocess.TimeoutExpired): pass
 
-# %% ../../nbs/57_sandbox_pool.ipynb #558fade2
+# %% ../../nbs/57_sandbox_pool.ipynb #66d2f0d0
 DEFAULT_PRELOAD = ('numpy', 'scipy', 'scipy.optimize', 'scipy.signal', 'scipy.fft', 'scipy.linalg', 'scipy.spatial',
                    'scipy.special', 'scipy.interpolate', 'itertools', 'functools', 'collections', 'random')
 _WARNED: set = set()   # missing-layer texts already said in this process (each once)
+_LEAST = {'workers': 1, 'memory_mb': 32, 'cpus': 1, 'max_output_chars': 0, 'max_result_bytes': 64, 'max_procs': 1, 'tmp_mb': 1}
 
+def _check_settings(**settings: int) -> None:
+    "TypeError or ValueError for the first Sandbox setting that is not an int at or above its least value (_LEAST)."
+    for name, v in settings.items():
+        lo = _LEAST[name]
+        if type(v) is not int: raise TypeError(f'{name} must be an int, got {type(v).__name__}')
+        if v < lo: raise ValueError(f'{name} must be >= {lo}, got {v}')
+
+# %% ../../nbs/57_sandbox_pool.ipynb #238d4a2f
+def _new_workroot() -> str:
+    "A host work directory (mode 700) for an unconfined sandbox, once those of callers that died without cleaning up are gone."
+    tmp = Path(tempfile.gettempdir())
+    for d in tmp.glob('ugttt-sandbox-*-*'):
+        try:
+            if not Path(f'/proc/{int(d.name.split("-")[2])}').exists(): remove_tree(str(d))
+        except (ValueError, IndexError): pass
+    workroot = tempfile.mkdtemp(prefix=f'ugttt-sandbox-{os.getpid()}-')
+    os.chmod(workroot, 0o700)
+    return workroot
+
+def _shutdown(
+    workers: list,           # the sandbox's workers (its `_all`)
+    spawn_q: queue.Queue,    # its spawner thread's queue
+    workroot: str | None,    # its unconfined work directory
+) -> None:
+    "Kill every worker, stop the spawner and remove the unconfined work directory (a Sandbox's finalizer)."
+    for w in list(workers): w.kill()
+    workers.clear()
+    spawn_q.put(None)
+    if workroot: remove_tree(workroot)
+
+# %% ../../nbs/57_sandbox_pool.ipynb #8267347e
 class Sandbox:
     "Run untrusted programs in warm, isolated, forked workers; results come back as plain data."
     def __init__(self,
@@ -52,22 +85,15 @@ class Sandbox:
                  prestart: bool = True,              # start the workers now, in the background
                  budget_clock: str = 'cpu'):         # 'cpu': budget_s counts the CPU seconds of a program's processes (per CPU,
                                                      # WALL_BACKSTOP budgets of wall-clock time at most); 'wall': wall-clock seconds
-        for name, v, lo in (('workers', workers, 1), ('memory_mb', memory_mb, 32), ('cpus', cpus, 1),
-                            ('max_output_chars', max_output_chars, 0), ('max_result_bytes', max_result_bytes, 64),
-                            ('max_procs', max_procs, 1), ('tmp_mb', tmp_mb, 1)):
-            if type(v) is not int: raise TypeError(f'{name} must be an int, got {type(v).__name__}')
-            if v < lo: raise ValueError(f'{name} must be >= {lo}, got {v}')
+        _check_settings(workers=workers, memory_mb=memory_mb, cpus=cpus, max_output_chars=max_output_chars,
+                        max_result_bytes=max_result_bytes, max_procs=max_procs, tmp_mb=tmp_mb)
         self.budget_s = check_budget(budget_s)
         self.budget_clock = budget_limits(self.budget_s, budget_clock)['clock']   # a ValueError for another clock
         self.workers, self.memory_mb, self.cpus, self.max_output_chars = workers, memory_mb, cpus, max_output_chars
         self.max_result_bytes, self.max_procs, self.tmp_mb, self.preload = max_result_bytes, max_procs, tmp_mb, tuple(preload)
         self.isolation = detect_isolation(isolation)        # IsolationUnavailable here, before anything starts
         self.confined = self.isolation in CONFINING
-        if not self.confined:                                  # asked for by name: said at every start (a fresh registry)
-            caller = sys._getframe(1)
-            warnings.warn_explicit(f'ugttt.sandbox: isolation={self.isolation!r} does not confine files: generated programs may '
-                                   f'change or delete anything you can ({MODES[self.isolation][1]}). Install bubblewrap, or see '
-                                   '`ugttt doctor`.', UnconfinedWarning, caller.f_code.co_filename, caller.f_lineno, registry={})
+        if not self.confined: self._warn_unconfined()           # asked for by name: said at every start
         # as root in a confining mode: a uid per worker for its programs; in a confining mode, for any caller, a fresh /tmp,
         # /dev/shm and IPC namespace per program (as not root, made with CAP_SYS_ADMIN in the sandbox's user namespace)
         self.program_uids = os.getuid() == 0 and self.confined
@@ -77,196 +103,19 @@ class Sandbox:
         self.extra_path = [p for p in sys.path if os.path.isdir(p) and p in site]   # for the zygote's `python -I`
         # a fork bomb is stopped by a pids cgroup, or by RLIMIT_NPROC, which the kernel ignores for root only
         self.processes_capped = 'pids' in self.cg_bases or os.getuid() != 0 or self.program_uids
-        self.missing = []                                      # layers this machine lacks, in words
-        if not self.processes_capped:
-            self.missing.append('running as root unconfined without a writable pids cgroup: the number of processes '
-                                'a program may start is NOT capped (RLIMIT_NPROC does not apply to root)')
-        if not self.program_uids:
-            self.missing.append("programs run under their zygote's uid (a uid per worker needs root and a confining mode): "
-                                'the zygote checks itself after each program instead'
-                                + ('' if self.confined else '; programs share a wiped (not fresh) work directory and IPC namespace'))
-        if self.seccomp is None: self.missing.append(f'no seccomp filter on {platform.machine()} (x86-64 only): programs may open '
-                                                      'any socket family (AF_VSOCK, AF_NETLINK...) and reach the kernel keyring')
-        lacking = [c for c in ('pids', 'memory', 'cpu') if c not in self.cg_bases]
-        if lacking: self.missing.append(f"no {'/'.join(lacking)} cgroup per worker (needs root and a writable hierarchy)"
-                                        + ("; the zygote's meter caps the memory of a program's processes together instead"
-                                           if 'memory' in lacking else ''))
+        self.missing = self._missing_layers()                  # layers this machine lacks, in words
         if self.missing and self.confined:                     # an unconfined sandbox has just said worse
             self.warn_once('; '.join(self.missing))
-        self.workroot = None
-        if not self.confined:                                      # unconfined modes work in a host directory; remove those
-            tmp = Path(tempfile.gettempdir())                      # of callers that died without cleaning up
-            for d in tmp.glob('ugttt-sandbox-*-*'):
-                try:
-                    if not Path(f'/proc/{int(d.name.split("-")[2])}').exists(): remove_tree(str(d))
-                except (ValueError, IndexError): pass
-            self.workroot = tempfile.mkdtemp(prefix=f'ugttt-sandbox-{os.getpid()}-')
-            os.chmod(self.workroot, 0o700)
+        self.workroot = None if self.confined else _new_workroot()   # unconfined modes work in a host directory
         self.layers = self._describe_layers()
         self._cond = threading.Condition()
         self._idle, self._all, self._starting, self._closed, self._start_error = [], [], 0, False, None
         self._spawn_q: queue.Queue = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, name='ugttt-sandbox-spawner', daemon=True)
         self._spawner.start()
-        self._finalizer = weakref.finalize(self, Sandbox._shutdown, self._all, self._spawn_q, self.workroot)
+        self._finalizer = weakref.finalize(self, _shutdown, self._all, self._spawn_q, self.workroot)
         if prestart:
             for _ in range(workers): self._replenish()
-
-    def _describe_layers(self) -> list:
-        "What isolation is really in use, in words."
-        L = [f'{self.isolation}: {MODES[self.isolation][1]}']
-        if self.confined:
-            L.append(f'per program: fresh /tmp and /dev/shm ({self.tmp_mb} MB tmpfs each) and IPC namespace; '
-                     + ("a uid per worker, not the zygote's, no capabilities" if self.program_uids else
-                        "user namespace (caller is not root), the zygote's uid, no capabilities, no nested user namespace"))
-        if self.seccomp is not None:
-            L.append('seccomp deny-list and no_new_privs: keyring, namespaces, mounts, ptrace, bpf, io_uring, perf; '
-                     'sockets of AF_UNIX, AF_INET and AF_INET6 only (no AF_VSOCK, AF_NETLINK, AF_PACKET...)'
-                     + ('' if self.program_uids else ', System V IPC and POSIX queues'))
-        for c in self.cg_bases:
-            L.append(f'{c} cgroup per worker' + {'pids': f' (pids.max={self.max_procs + 8})', 'cpu': f' (quota {self.cpus} CPU)'}.get(c, ''))
-        if 'memory' not in self.cg_bases:
-            L.append(f"memory meter: the zygote adds up the memory of a program's processes (anonymous and shared pages, memfds) "
-                     f'every {MEMORY_POLL_S * 1000:g} ms and kills them past {self.memory_mb} MB')
-        L.append(f'rlimits per program: AS=mapped+{self.memory_mb} MB, NPROC={self.max_procs}'
-                 + ('' if os.getuid() != 0 or self.program_uids else ' (not enforced for root)')
-                 + f', FSIZE={self.tmp_mb} MB, CORE=0, MSGQUEUE=0; BLAS/OpenMP threads={self.cpus}')
-        if self.budget_clock == 'wall':
-            L.append("clocks: the zygote kills at the budget of wall-clock time; the caller checks the budget on its own "
-                     'clock and kills the worker at budget + 1.5 s; a worker is health-checked after every program')
-        else:
-            L.append(f'clocks: the zygote kills when the CPU time of the program\'s processes reaches the budget (per CPU; '
-                     f'RLIMIT_CPU per process) or at a backstop of {WALL_BACKSTOP:g} budgets of idle time (time on or waiting for a '
-                     f'CPU not counted); the caller kills a worker silent for {Worker.SILENT_S:g} s; a worker is '
-                     'health-checked after every program')
-        return L
-
-    def warn_once(self,
-                   text: str): # what this machine lacks and what that means, in words
-        "Warn about a missing layer, once per process for each distinct text."
-        if text not in _WARNED:
-            _WARNED.add(text)
-            warnings.warn(f'ugttt.sandbox: {text}.', RuntimeWarning, stacklevel=3)
-
-    # -- worker pool -------------------------------------------------------------------------------------------
-    def _spawn_loop(self) -> None:
-        "Start worker processes from this one long-lived thread (see --die-with-parent and the mountns launcher's PDEATHSIG)."
-        while True:
-            item = self._spawn_q.get()
-            if item is None: return
-            argv, kw, fut = item
-            try: fut.set_result(subprocess.Popen(argv, **kw))
-            except BaseException as e: fut.set_exception(e)
-
-    def popen(self, argv: list, **kw) -> subprocess.Popen:
-        "Popen from the spawner thread, so that --die-with-parent follows the sandbox, not the calling thread."
-        fut = Future(); self._spawn_q.put((argv, kw, fut)); return fut.result()
-
-    def _grow(self) -> None:
-        "With the lock held: start one worker in the background if fewer than `workers` exist; it joins the idle pool when ready."
-        if self._closed or len(self._all) + self._starting >= self.workers: return
-        self._starting += 1
-        threading.Thread(target=self._start_worker, daemon=True).start()
-
-    def _replenish(self) -> None:
-        "Start one worker in the background if fewer than `workers` exist."
-        with self._cond: self._grow()
-
-    def _start_worker(self) -> None:
-        "Thread body: start one worker and put it in the idle pool, or keep why it failed in `_start_error`."
-        w = Worker(self, len(self._all) + self._starting)
-        try: w.start(); err = None
-        except Exception as e: err = e
-        with self._cond:
-            self._starting -= 1
-            if err is not None: self._start_error = err
-            elif self._closed: w.kill()
-            else: self._all.append(w); self._idle.append(w); self._start_error = None
-            self._cond.notify_all()
-
-    def _acquire(self) -> Worker:
-        "Wait for an idle worker (starting one if there are too few); RuntimeError when closed or none can start."
-        with self._cond:
-            while True:
-                if self._closed: raise RuntimeError('this Sandbox is closed')
-                if self._idle: return self._idle.pop(0)   # FIFO: a worker finishes its cleanup while others run
-                if self._start_error is not None and self._starting == 0 and not self._all:
-                    err, self._start_error = self._start_error, None
-                    raise RuntimeError(str(err)) from err
-                self._grow()
-                self._cond.wait(timeout=1.0)
-
-    def _release(self, w: Worker) -> None:
-        "Give a worker back to the idle pool, or forget a dead one and start its replacement."
-        with self._cond:
-            if w.dead:
-                if w in self._all: self._all.remove(w)
-            elif not self._closed: self._idle.append(w)
-            self._cond.notify_all()
-        if w.dead: self._replenish()
-
-    # -- public API ----------------------------------------------------------------------------------------------
-    def run(self, source: str, entry: str, budget_s: float | None = None) -> RunResult:
-        "Run `source` as module `program` and call `entry()` in a fresh confined process; never raises for the program's faults."
-        if not isinstance(source, str): raise TypeError(f'source must be a str, got {type(source).__name__}')
-        if not isinstance(entry, str) or not entry.isidentifier():
-            raise ValueError(f'entry must be a non-empty Python identifier, got {entry!r}')
-        budget = self.budget_s if budget_s is None else check_budget(budget_s)
-        fresh_failures = 0
-        while True:
-            w = self._acquire()
-            try: return w.execute(source, entry, budget)
-            except WorkerLost as e:
-                w.kill()
-                if w.jobs == 0:                   # it never ran a program: not a program's doing
-                    fresh_failures += 1
-                    if fresh_failures == 3: raise RuntimeError(f'sandbox workers keep failing before the program starts: {e}') from e
-            except BaseException: w.kill(); raise
-            finally: self._release(w)
-
-    def map(self, jobs: list, budget_s: float | None = None) -> list:
-        "Run (source, entry) pairs in parallel on the workers; results in the order of `jobs`."
-        jobs = list(jobs)
-        for j in jobs:
-            if not (isinstance(j, tuple) and len(j) == 2): raise TypeError(f'each job must be a (source, entry) tuple, got {j!r:.80}')
-        if not jobs: return []
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as ex:
-            return list(ex.map(lambda j: self.run(j[0], j[1], budget_s), jobs))
-
-    def warm(self, timeout_s: float = 120.0) -> 'Sandbox':
-        "Block until all `workers` zygotes are started and idle (RuntimeError if one cannot start)."
-        end = time.monotonic() + timeout_s
-        with self._cond:
-            self._grow()                                       # a fresh try first, even after an earlier start failed
-            while len(self._idle) < self.workers:
-                if self._closed: raise RuntimeError('this Sandbox is closed')
-                if self._start_error is not None and self._starting == 0:
-                    err, self._start_error = self._start_error, None
-                    raise RuntimeError(str(err)) from err
-                self._grow()
-                if time.monotonic() > end: raise TimeoutError(f'sandbox workers not ready after {timeout_s} s')
-                self._cond.wait(timeout=0.5)
-        return self
-
-    def worker_pids(self) -> list:
-        "Host pids of the live workers' top processes (for tests and monitoring)."
-        with self._cond: return [w.proc.pid for w in self._all if w.proc is not None and not w.dead]
-
-    @staticmethod
-    def _shutdown(workers: list, spawn_q: queue.Queue, workroot: str | None) -> None:
-        "Kill every worker, stop the spawner and remove the unconfined work directory (also run by the finalizer)."
-        for w in list(workers): w.kill()
-        workers.clear()
-        spawn_q.put(None)
-        if workroot: remove_tree(workroot)
-
-    def close(self) -> None:
-        "Kill every worker and everything they started; the sandbox cannot be used afterwards."
-        with self._cond:
-            self._closed = True
-            self._idle.clear()
-            self._cond.notify_all()
-        self._finalizer()
 
     @property
     def closed(self) -> bool:
@@ -275,6 +124,209 @@ class Sandbox:
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
+
+# %% ../../nbs/57_sandbox_pool.ipynb #eac5db5b
+@patch_to(Sandbox)
+def _warn_unconfined(self) -> None:
+    "Warn, at every start and at the caller's line, that this sandbox's mode does not confine files."
+    caller = sys._getframe(2)                              # Sandbox() called here: __init__ is frame 1
+    warnings.warn_explicit(f'ugttt.sandbox: isolation={self.isolation!r} does not confine files: generated programs may '
+                           f'change or delete anything you can ({MODES[self.isolation][1]}). Install bubblewrap, or see '
+                           '`ugttt doctor`.', UnconfinedWarning, caller.f_code.co_filename, caller.f_lineno, registry={})
+
+# %% ../../nbs/57_sandbox_pool.ipynb #f9acab88
+@patch_to(Sandbox)
+def _missing_layers(self) -> list:
+    "The layers this machine lacks, in words."
+    missing = []
+    if not self.processes_capped:
+        missing.append('running as root unconfined without a writable pids cgroup: the number of processes '
+                       'a program may start is NOT capped (RLIMIT_NPROC does not apply to root)')
+    if not self.program_uids:
+        missing.append("programs run under their zygote's uid (a uid per worker needs root and a confining mode): "
+                       'the zygote checks itself after each program instead'
+                       + ('' if self.confined else '; programs share a wiped (not fresh) work directory and IPC namespace'))
+    if self.seccomp is None: missing.append(f'no seccomp filter on {platform.machine()} (x86-64 only): programs may open '
+                                             'any socket family (AF_VSOCK, AF_NETLINK...) and reach the kernel keyring')
+    lacking = [c for c in ('pids', 'memory', 'cpu') if c not in self.cg_bases]
+    if lacking: missing.append(f"no {'/'.join(lacking)} cgroup per worker (needs root and a writable hierarchy)"
+                               + ("; the zygote's meter caps the memory of a program's processes together instead"
+                                  if 'memory' in lacking else ''))
+    return missing
+
+# %% ../../nbs/57_sandbox_pool.ipynb #f674240b
+@patch_to(Sandbox)
+def _describe_layers(self) -> list:
+    "What isolation is really in use, in words."
+    L = [f'{self.isolation}: {MODES[self.isolation][1]}']
+    if self.confined:
+        L.append(f'per program: fresh /tmp and /dev/shm ({self.tmp_mb} MB tmpfs each) and IPC namespace; '
+                 + ("a uid per worker, not the zygote's, no capabilities" if self.program_uids else
+                    "user namespace (caller is not root), the zygote's uid, no capabilities, no nested user namespace"))
+    if self.seccomp is not None:
+        L.append('seccomp deny-list and no_new_privs: keyring, namespaces, mounts, ptrace, bpf, io_uring, perf; '
+                 'sockets of AF_UNIX, AF_INET and AF_INET6 only (no AF_VSOCK, AF_NETLINK, AF_PACKET...)'
+                 + ('' if self.program_uids else ', System V IPC and POSIX queues'))
+    for c in self.cg_bases:
+        L.append(f'{c} cgroup per worker' + {'pids': f' (pids.max={self.max_procs + 8})', 'cpu': f' (quota {self.cpus} CPU)'}.get(c, ''))
+    if 'memory' not in self.cg_bases:
+        L.append(f"memory meter: the zygote adds up the memory of a program's processes (anonymous and shared pages, memfds) "
+                 f'every {MEMORY_POLL_S * 1000:g} ms and kills them past {self.memory_mb} MB')
+    L.append(f'rlimits per program: AS=mapped+{self.memory_mb} MB, NPROC={self.max_procs}'
+             + ('' if os.getuid() != 0 or self.program_uids else ' (not enforced for root)')
+             + f', FSIZE={self.tmp_mb} MB, CORE=0, MSGQUEUE=0; BLAS/OpenMP threads={self.cpus}')
+    if self.budget_clock == 'wall':
+        L.append("clocks: the zygote kills at the budget of wall-clock time; the caller checks the budget on its own "
+                 'clock and kills the worker at budget + 1.5 s; a worker is health-checked after every program')
+    else:
+        L.append(f'clocks: the zygote kills when the CPU time of the program\'s processes reaches the budget (per CPU; '
+                 f'RLIMIT_CPU per process) or at a backstop of {WALL_BACKSTOP:g} budgets of idle time (time on or waiting for a '
+                 f'CPU not counted); the caller kills a worker silent for {Worker.SILENT_S:g} s; a worker is '
+                 'health-checked after every program')
+    return L
+
+# %% ../../nbs/57_sandbox_pool.ipynb #0f229564
+@patch_to(Sandbox)
+def warn_once(self,
+               text: str): # what this machine lacks and what that means, in words
+    "Warn about a missing layer, once per process for each distinct text."
+    if text not in _WARNED:
+        _WARNED.add(text)
+        warnings.warn(f'ugttt.sandbox: {text}.', RuntimeWarning, stacklevel=3)
+
+# %% ../../nbs/57_sandbox_pool.ipynb #50e3b92e
+@patch_to(Sandbox)
+def _spawn_loop(self) -> None:
+    "Start worker processes from this one long-lived thread (see --die-with-parent and the mountns launcher's PDEATHSIG)."
+    while True:
+        item = self._spawn_q.get()
+        if item is None: return
+        argv, kw, fut = item
+        try: fut.set_result(subprocess.Popen(argv, **kw))
+        except BaseException as e: fut.set_exception(e)
+
+# %% ../../nbs/57_sandbox_pool.ipynb #b7895a4b
+@patch_to(Sandbox)
+def popen(self, argv: list, **kw) -> subprocess.Popen:
+    "Popen from the spawner thread, so that --die-with-parent follows the sandbox, not the calling thread."
+    fut = Future(); self._spawn_q.put((argv, kw, fut)); return fut.result()
+
+# %% ../../nbs/57_sandbox_pool.ipynb #2f14b6bd
+@patch_to(Sandbox)
+def _grow(self) -> None:
+    "With the lock held: start one worker in the background if fewer than `workers` exist; it joins the idle pool when ready."
+    if self._closed or len(self._all) + self._starting >= self.workers: return
+    self._starting += 1
+    threading.Thread(target=self._start_worker, daemon=True).start()
+
+# %% ../../nbs/57_sandbox_pool.ipynb #e935b422
+@patch_to(Sandbox)
+def _replenish(self) -> None:
+    "Start one worker in the background if fewer than `workers` exist."
+    with self._cond: self._grow()
+
+# %% ../../nbs/57_sandbox_pool.ipynb #cfcf1415
+@patch_to(Sandbox)
+def _start_worker(self) -> None:
+    "Thread body: start one worker and put it in the idle pool, or keep why it failed in `_start_error`."
+    w = Worker(self, len(self._all) + self._starting)
+    try: w.start(); err = None
+    except Exception as e: err = e
+    with self._cond:
+        self._starting -= 1
+        if err is not None: self._start_error = err
+        elif self._closed: w.kill()
+        else: self._all.append(w); self._idle.append(w); self._start_error = None
+        self._cond.notify_all()
+
+# %% ../../nbs/57_sandbox_pool.ipynb #110069fd
+@patch_to(Sandbox)
+def _acquire(self) -> Worker:
+    "Wait for an idle worker (starting one if there are too few); RuntimeError when closed or none can start."
+    with self._cond:
+        while True:
+            if self._closed: raise RuntimeError('this Sandbox is closed')
+            if self._idle: return self._idle.pop(0)   # FIFO: a worker finishes its cleanup while others run
+            if self._start_error is not None and self._starting == 0 and not self._all:
+                err, self._start_error = self._start_error, None
+                raise RuntimeError(str(err)) from err
+            self._grow()
+            self._cond.wait(timeout=1.0)
+
+# %% ../../nbs/57_sandbox_pool.ipynb #357f9995
+@patch_to(Sandbox)
+def _release(self, w: Worker) -> None:
+    "Give a worker back to the idle pool, or forget a dead one and start its replacement."
+    with self._cond:
+        if w.dead:
+            if w in self._all: self._all.remove(w)
+        elif not self._closed: self._idle.append(w)
+        self._cond.notify_all()
+    if w.dead: self._replenish()
+
+# %% ../../nbs/57_sandbox_pool.ipynb #afe744a4
+@patch_to(Sandbox)
+def run(self, source: str, entry: str, budget_s: float | None = None) -> RunResult:
+    "Run `source` as module `program` and call `entry()` in a fresh confined process; never raises for the program's faults."
+    if not isinstance(source, str): raise TypeError(f'source must be a str, got {type(source).__name__}')
+    if not isinstance(entry, str) or not entry.isidentifier():
+        raise ValueError(f'entry must be a non-empty Python identifier, got {entry!r}')
+    budget = self.budget_s if budget_s is None else check_budget(budget_s)
+    fresh_failures = 0
+    while True:
+        w = self._acquire()
+        try: return w.execute(source, entry, budget)
+        except WorkerLost as e:
+            w.kill()
+            if w.jobs == 0:                   # it never ran a program: not a program's doing
+                fresh_failures += 1
+                if fresh_failures == 3: raise RuntimeError(f'sandbox workers keep failing before the program starts: {e}') from e
+        except BaseException: w.kill(); raise
+        finally: self._release(w)
+
+# %% ../../nbs/57_sandbox_pool.ipynb #a9afa369
+@patch_to(Sandbox)
+def map(self, jobs: list, budget_s: float | None = None) -> list:
+    "Run (source, entry) pairs in parallel on the workers; results in the order of `jobs`."
+    jobs = list(jobs)
+    for j in jobs:
+        if not (isinstance(j, tuple) and len(j) == 2): raise TypeError(f'each job must be a (source, entry) tuple, got {j!r:.80}')
+    if not jobs: return []
+    with ThreadPoolExecutor(max_workers=min(self.workers, len(jobs))) as ex:
+        return list(ex.map(lambda j: self.run(j[0], j[1], budget_s), jobs))
+
+# %% ../../nbs/57_sandbox_pool.ipynb #9382e5ac
+@patch_to(Sandbox)
+def warm(self, timeout_s: float = 120.0) -> 'Sandbox':
+    "Block until all `workers` zygotes are started and idle (RuntimeError if one cannot start)."
+    end = time.monotonic() + timeout_s
+    with self._cond:
+        self._grow()                                       # a fresh try first, even after an earlier start failed
+        while len(self._idle) < self.workers:
+            if self._closed: raise RuntimeError('this Sandbox is closed')
+            if self._start_error is not None and self._starting == 0:
+                err, self._start_error = self._start_error, None
+                raise RuntimeError(str(err)) from err
+            self._grow()
+            if time.monotonic() > end: raise TimeoutError(f'sandbox workers not ready after {timeout_s} s')
+            self._cond.wait(timeout=0.5)
+    return self
+
+# %% ../../nbs/57_sandbox_pool.ipynb #e72a60cb
+@patch_to(Sandbox)
+def worker_pids(self) -> list:
+    "Host pids of the live workers' top processes (for tests and monitoring)."
+    with self._cond: return [w.proc.pid for w in self._all if w.proc is not None and not w.dead]
+
+# %% ../../nbs/57_sandbox_pool.ipynb #5299d3ae
+@patch_to(Sandbox)
+def close(self) -> None:
+    "Kill every worker and everything they started; the sandbox cannot be used afterwards."
+    with self._cond:
+        self._closed = True
+        self._idle.clear()
+        self._cond.notify_all()
+    self._finalizer()
 
 # %% ../../nbs/57_sandbox_pool.ipynb #98752208
 _DEFAULT: list = []

@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 from .budget import WALL_BACKSTOP, budget_limits, check_budget
 from .results import RunResult
 from .pool import Sandbox
+from ..checks import patch_to
 
 # %% auto #0
 __all__ = ['Executor', 'RaySandbox', 'make_executor']
@@ -41,7 +42,7 @@ def _run_in_worker(
             sb = _WORKER_SANDBOXES[key] = Sandbox(workers=1, **settings)
     return dataclasses.asdict(sb.run(source, entry, budget_s))
 
-# %% ../../nbs/59_sandbox_ray.ipynb #491b8b9c
+# %% ../../nbs/59_sandbox_ray.ipynb #37b2debf
 def _import_ray():
     "The ray module, or an ImportError that says how to install it."
     try: import ray
@@ -49,6 +50,7 @@ def _import_ray():
     if ray is None: raise ImportError("the Ray executor needs ray: pip install ugttt[ray]")
     return ray
 
+# %% ../../nbs/59_sandbox_ray.ipynb #77f7e018
 class RaySandbox:
     "Run untrusted programs as Ray tasks, each in a warm Sandbox of its Ray worker; results as RunResult, as locally."
     def __init__(self,
@@ -76,44 +78,50 @@ class RaySandbox:
         self._slots = threading.BoundedSemaphore(workers)
         self._closed = False
 
-    def run(self, source: str, entry: str, budget_s: float | None = None) -> RunResult:
-        "Run `source` as a Ray task in a warm sandbox and call `entry()`; never raises for the program's faults."
-        if not isinstance(source, str): raise TypeError(f"source must be a str, got {type(source).__name__}")
-        if not isinstance(entry, str) or not entry.isidentifier():
-            raise ValueError(f"entry must be a non-empty Python identifier, got {entry!r}")
-        if self._closed: raise RuntimeError("this RaySandbox is closed")
-        ray = _import_ray()
-        budget = self.budget_s if budget_s is None else check_budget(budget_s)
-        wall = budget if self.budget_clock == "wall" else WALL_BACKSTOP * budget   # the most wall-clock time it may take
-        with self._slots:
-            t = time.monotonic()
-            ref = self._remote.remote(source, entry, budget, self.settings)
-            try: out = ray.get(ref, timeout=wall + self.start_margin_s)
-            except ray.exceptions.GetTimeoutError:
-                ray.cancel(ref, force=True)
-                return RunResult(False, None, f"timeout: no result within {wall:g} s + {self.start_margin_s:g} s "
-                                 "(Ray task cancelled: worker or node lost?)", "", "", time.monotonic() - t, True, 0.0)
-            except ray.exceptions.RayError as e:
-                raise RuntimeError(f"the Ray task running the program failed: {type(e).__name__}: {str(e)[:500]}") from None
-        return RunResult(**out)
-
     map = Sandbox.map   # (source, entry) pairs through self.run, `workers` at a time, results in order: the local code as is
-
-    def warm(self) -> "RaySandbox":
-        "Run a trivial program `workers` times at once, so that Ray workers and their zygotes are started."
-        self.map([("def run():\n    return 1", "run")] * self.workers)
-        return self
-
-    def close(self) -> None:
-        "Stop using Ray; shut it down if this RaySandbox started it (idempotent)."
-        if self._closed: return
-        self._closed = True
-        if self._started:
-            ray = _import_ray()
-            if ray.is_initialized(): ray.shutdown()
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
+
+# %% ../../nbs/59_sandbox_ray.ipynb #50ea3bdd
+@patch_to(RaySandbox)
+def run(self, source: str, entry: str, budget_s: float | None = None) -> RunResult:
+    "Run `source` as a Ray task in a warm sandbox and call `entry()`; never raises for the program's faults."
+    if not isinstance(source, str): raise TypeError(f"source must be a str, got {type(source).__name__}")
+    if not isinstance(entry, str) or not entry.isidentifier():
+        raise ValueError(f"entry must be a non-empty Python identifier, got {entry!r}")
+    if self._closed: raise RuntimeError("this RaySandbox is closed")
+    ray = _import_ray()
+    budget = self.budget_s if budget_s is None else check_budget(budget_s)
+    wall = budget if self.budget_clock == "wall" else WALL_BACKSTOP * budget   # the most wall-clock time it may take
+    with self._slots:
+        t = time.monotonic()
+        ref = self._remote.remote(source, entry, budget, self.settings)
+        try: out = ray.get(ref, timeout=wall + self.start_margin_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.cancel(ref, force=True)
+            return RunResult(False, None, f"timeout: no result within {wall:g} s + {self.start_margin_s:g} s "
+                             "(Ray task cancelled: worker or node lost?)", "", "", time.monotonic() - t, True, 0.0)
+        except ray.exceptions.RayError as e:
+            raise RuntimeError(f"the Ray task running the program failed: {type(e).__name__}: {str(e)[:500]}") from None
+    return RunResult(**out)
+
+# %% ../../nbs/59_sandbox_ray.ipynb #b548ba47
+@patch_to(RaySandbox)
+def warm(self) -> "RaySandbox":
+    "Run a trivial program `workers` times at once, so that Ray workers and their zygotes are started."
+    self.map([("def run():\n    return 1", "run")] * self.workers)
+    return self
+
+# %% ../../nbs/59_sandbox_ray.ipynb #575ddc9a
+@patch_to(RaySandbox)
+def close(self) -> None:
+    "Stop using Ray; shut it down if this RaySandbox started it (idempotent)."
+    if self._closed: return
+    self._closed = True
+    if self._started:
+        ray = _import_ray()
+        if ray.is_initialized(): ray.shutdown()
 
 # %% ../../nbs/59_sandbox_ray.ipynb #fa693970
 def make_executor(

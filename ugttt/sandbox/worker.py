@@ -12,6 +12,7 @@ from .confine import CONFINING, isolation_command, python_dirs
 from .cgroups import WorkerCgroups, give_uid, take_uid
 from .budget import budget_limits
 from .results import RunResult, describe_outcome, truncate_output
+from ..checks import patch_to
 
 # %% auto #0
 __all__ = ['THREAD_VARS', 'BOOT', 'sandbox_command', 'zygote_source', 'WorkerLost', 'Worker']
@@ -67,146 +68,6 @@ class Worker:
         self.info, self.idle, self.jobs = {}, False, 0
         self.uid = take_uid() if sb.program_uids else None
 
-    def start(self) -> None:
-        "Start the zygote, wait until it has imported the preload list and confined its first child; RuntimeError if it cannot."
-        sb = self.sb
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        confined = sb.isolation in CONFINING
-        cfg = {'ctl_fd': child.fileno(), 'uid': self.uid, 'fresh': confined, 'pidns': sb.isolation != 'limits',
-               'workroot': '/tmp' if confined else sb.workroot, 'tmp_bytes': sb.tmp_mb * 2**20, 'wipe': [],
-               # interpreter dirs under /tmp (e.g. a checkout there): bound again in each program's fresh /tmp, read-only
-               'keep': [p for p in python_dirs() if p.startswith(('/tmp/', '/dev/shm/'))] if confined else [],
-               'seccomp': sb.seccomp.hex() if sb.seccomp else None,
-               'preload': list(sb.preload), 'extra_path': sb.extra_path}
-        argv, env = sandbox_command(sb.isolation, sb.cpus, sb.tmp_mb, cfg, drop_caps=confined and os.getuid() == 0)
-        if sb.cg_bases:
-            self.cg = WorkerCgroups(sb.cg_bases, f'w{os.getpid()}-{id(self):x}-{self.index}', sb.max_procs + 8,
-                                     (sb.memory_mb + 2 * sb.tmp_mb + 768) * 2**20, sb.cpus)  # program + /tmp + /dev/shm + zygote
-            argv = self.cg.wrap(argv)
-        self.errlog = tempfile.TemporaryFile()
-        try:
-            self.proc = sb.popen(argv, env=env, pass_fds=[child.fileno()], stdin=subprocess.PIPE,
-                                  stdout=subprocess.DEVNULL, stderr=self.errlog, start_new_session=True,
-                                  cwd='/' if confined else cfg['workroot'])
-            child.close()
-            self.proc.stdin.write(zygote_source()); self.proc.stdin.close()
-            parent.settimeout(120)
-            ready, _ = recv_msg(parent)
-            parent.settimeout(None)
-        except (OSError, EOFError, ValueError) as e: ready = {'ready': False, 'error': f'{type(e).__name__}: {e}'}
-        finally:
-            if child.fileno() >= 0: child.close()
-        self.sock = parent
-        if ready and ready.get('ready'):
-            try: self._await_idle()
-            except WorkerLost as e: ready = {'ready': False, 'error': f'its first child could not be confined: {e}'}
-        if not ready or not ready.get('ready'):
-            self.kill()
-            self.errlog.seek(0)
-            log = self.errlog.read().decode(errors='replace')[-2000:]
-            raise RuntimeError(f"sandbox worker failed to start ({sb.isolation}): {(ready or {}).get('error')}\n"
-                               f"{(ready or {}).get('traceback', '')}{log}")
-        self.info = ready
-        if sb.seccomp and not ready.get('seccomp'):              # the kernel refused the filter: say so once
-            gap = f"no seccomp filter: {ready.get('seccomp_error')}"
-            if gap not in sb.missing: sb.missing.append(gap); sb.warn_once(gap)
-
-    def _await_idle(self) -> None:
-        "Wait until the zygote says its next child is confined; WorkerLost if it is tainted, dead or silent."
-        try:
-            self.sock.settimeout(self.IDLE_S)
-            msg, _ = recv_msg(self.sock)
-        except (OSError, EOFError, ValueError) as e: msg = {'tainted': f'{type(e).__name__}: {e}'}
-        finally:
-            try: self.sock.settimeout(None)
-            except OSError: pass
-        if msg is None: msg = {'tainted': 'the zygote died'}
-        if msg.get('idle') is not True: raise WorkerLost(str(msg.get('tainted') or 'unexpected message')[:300])
-        self.idle = True
-
-    def execute(self,
-                source: str,     # the program
-                entry: str,      # the function to call
-                budget_s: float, # its budget, seconds on the sandbox's clock
-               ) -> RunResult:
-        "Run one program in this worker and build its RunResult (WorkerLost if the worker cannot start it)."
-        sb = self.sb
-        if not self.idle: self._await_idle()
-        self.idle = False
-        cap = 4 * sb.max_output_chars + 4
-        pipes = [os.pipe() for _ in range(3)]
-        reads = [r for r, _ in pipes]
-        bufs, totals, res, too_large = [bytearray(), bytearray()], [0, 0], bytearray(), False
-        report, lost, end, open_pipes = None, None, None, 3
-        oom0 = self.cg.oom_kills() if self.cg else 0
-        wall = sb.budget_clock == 'wall'
-        job = {'source': source, 'entry': entry, **budget_limits(budget_s, sb.budget_clock, sb.cpus), 'memory_mb': sb.memory_mb,
-               'max_result_bytes': sb.max_result_bytes, 'fsize_bytes': sb.tmp_mb * 2**20, 'nproc': sb.max_procs,
-               'meter_memory_mb': None if 'memory' in sb.cg_bases else sb.memory_mb}   # no memory cgroup: the zygote's meter
-        sel = selectors.DefaultSelector()
-        try:
-            t0 = time.monotonic()                                  # the worker is ready: the program's clock starts
-            try: send_msg(self.sock, job, fds=[w for _, w in pipes])
-            except OSError as e: raise WorkerLost(f'{type(e).__name__}: {e}') from e   # the program never started
-            finally:
-                for _, w in pipes: os.close(w)
-            self.jobs += 1
-            sel.register(self.sock, selectors.EVENT_READ, 'ctl')
-            for i, r in enumerate(reads): sel.register(r, selectors.EVENT_READ, i)
-            heard, drain_until = t0, None                          # the zygote's last word
-            while True:
-                now = time.monotonic()
-                if report is not None and len(sel.get_map()) == 0: break
-                deadline = t0 + budget_s + self.GRACE_S if wall else heard + self.SILENT_S
-                if report is None and now > deadline and (wall or not any(k.data == 'ctl' for k, _ in sel.select(0))):
-                    lost = 'timeout'; break                        # (a tick still unread, when we were slow ourselves, is a word)
-                if drain_until is not None and now > drain_until: lost = 'pipes held open after the program ended'; break
-                events = sel.select(timeout=max(0.0, (drain_until or deadline) - now))
-                for key, _ in events:
-                    if key.data == 'ctl':
-                        try: self.sock.settimeout(5); msg, _ = recv_msg(self.sock)
-                        except (OSError, EOFError, ValueError) as e: msg, lost = None, f'{type(e).__name__}: {e}'
-                        finally:
-                            try: self.sock.settimeout(None)
-                            except OSError: pass
-                        heard = time.monotonic()
-                        if isinstance(msg, dict) and msg.get('tick'): continue   # the zygote keeps time; the program runs on
-                        sel.unregister(self.sock)
-                        end, report = end or heard, msg
-                        if report is None: lost = lost or 'the zygote died'; break
-                        drain_until = time.monotonic() + 2.0
-                        continue
-                    i = key.data
-                    try: chunk = os.read(key.fd, 1 << 16)
-                    except OSError: chunk = b''
-                    if not chunk: sel.unregister(key.fd); open_pipes -= 1
-                    elif i < 2:
-                        totals[i] += len(chunk); bufs[i] += chunk
-                        if len(bufs[i]) > 2 * cap: del bufs[i][:-cap]
-                    else:
-                        res += chunk
-                        if len(res) > sb.max_result_bytes: too_large = True; sel.unregister(key.fd); open_pipes -= 1; res.clear()
-                    if open_pipes == 0 and end is None: end = time.monotonic()   # the program is done with its pipes
-                if lost: break
-        finally:
-            sel.close()
-            for r in reads: os.close(r)
-        elapsed = (end or time.monotonic()) - t0
-        oom = bool(self.cg) and self.cg.oom_kills() > oom0
-        if report is None or lost: self.kill()
-        data, t_read, c_read = None if too_large else bytes(res), time.monotonic(), time.thread_time()   # None: over the cap, dropped
-        res.clear()                                            # one copy of the reply while it is parsed, not two
-        ok, value, error, timed_out = describe_outcome(report, data, budget_s, sb.memory_mb, sb.max_result_bytes, oom, lost,
-                                                       elapsed, sb.budget_clock, sb.cpus)
-        elapsed += time.monotonic() - t_read                   # reading the result is part of the program's time
-        cpu = (report or {}).get('cpu', 0.0) + time.thread_time() - c_read
-        if report is not None and lost and not timed_out:   # something of the program outlived the cleanup: never trust that run
-            ok, error = False, f'a process of the program survived the cleanup ({lost}); worker replaced'
-        return RunResult(ok=ok, value=value if ok else None, error=error,
-                         stdout=truncate_output(bytes(bufs[0][-cap:]), totals[0], sb.max_output_chars),
-                         stderr=truncate_output(bytes(bufs[1][-cap:]), totals[1], sb.max_output_chars),
-                         elapsed_s=elapsed, timed_out=timed_out, cpu_s=cpu)
-
     def kill(self) -> None:
         "Kill the zygote and everything it started (process group, pid namespace, cgroups); free its uid."
         self.dead = True
@@ -220,3 +81,157 @@ class Worker:
             except subprocess.TimeoutExpired: pass
         if self.cg is not None: self.cg.destroy()
         give_uid(self.uid)
+
+# %% ../../nbs/56_sandbox_worker.ipynb #615f2a06
+@patch_to(Worker)
+def start(self) -> None:
+    "Start the zygote, wait until it has imported the preload list and confined its first child; RuntimeError if it cannot."
+    sb = self.sb
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    confined = sb.isolation in CONFINING
+    cfg = {'ctl_fd': child.fileno(), 'uid': self.uid, 'fresh': confined, 'pidns': sb.isolation != 'limits',
+           'workroot': '/tmp' if confined else sb.workroot, 'tmp_bytes': sb.tmp_mb * 2**20, 'wipe': [],
+           # interpreter dirs under /tmp (e.g. a checkout there): bound again in each program's fresh /tmp, read-only
+           'keep': [p for p in python_dirs() if p.startswith(('/tmp/', '/dev/shm/'))] if confined else [],
+           'seccomp': sb.seccomp.hex() if sb.seccomp else None,
+           'preload': list(sb.preload), 'extra_path': sb.extra_path}
+    argv, env = sandbox_command(sb.isolation, sb.cpus, sb.tmp_mb, cfg, drop_caps=confined and os.getuid() == 0)
+    if sb.cg_bases:
+        self.cg = WorkerCgroups(sb.cg_bases, f'w{os.getpid()}-{id(self):x}-{self.index}', sb.max_procs + 8,
+                                 (sb.memory_mb + 2 * sb.tmp_mb + 768) * 2**20, sb.cpus)  # program + /tmp + /dev/shm + zygote
+        argv = self.cg.wrap(argv)
+    self.errlog = tempfile.TemporaryFile()
+    try:
+        self.proc = sb.popen(argv, env=env, pass_fds=[child.fileno()], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=self.errlog, start_new_session=True,
+                              cwd='/' if confined else cfg['workroot'])
+        child.close()
+        self.proc.stdin.write(zygote_source()); self.proc.stdin.close()
+        parent.settimeout(120)
+        ready, _ = recv_msg(parent)
+        parent.settimeout(None)
+    except (OSError, EOFError, ValueError) as e: ready = {'ready': False, 'error': f'{type(e).__name__}: {e}'}
+    finally:
+        if child.fileno() >= 0: child.close()
+    self.sock = parent
+    if ready and ready.get('ready'):
+        try: self._await_idle()
+        except WorkerLost as e: ready = {'ready': False, 'error': f'its first child could not be confined: {e}'}
+    if not ready or not ready.get('ready'):
+        self.kill()
+        self.errlog.seek(0)
+        log = self.errlog.read().decode(errors='replace')[-2000:]
+        raise RuntimeError(f"sandbox worker failed to start ({sb.isolation}): {(ready or {}).get('error')}\n"
+                           f"{(ready or {}).get('traceback', '')}{log}")
+    self.info = ready
+    if sb.seccomp and not ready.get('seccomp'):              # the kernel refused the filter: say so once
+        gap = f"no seccomp filter: {ready.get('seccomp_error')}"
+        if gap not in sb.missing: sb.missing.append(gap); sb.warn_once(gap)
+
+# %% ../../nbs/56_sandbox_worker.ipynb #dded93f8
+@patch_to(Worker)
+def _await_idle(self) -> None:
+    "Wait until the zygote says its next child is confined; WorkerLost if it is tainted, dead or silent."
+    try:
+        self.sock.settimeout(self.IDLE_S)
+        msg, _ = recv_msg(self.sock)
+    except (OSError, EOFError, ValueError) as e: msg = {'tainted': f'{type(e).__name__}: {e}'}
+    finally:
+        try: self.sock.settimeout(None)
+        except OSError: pass
+    if msg is None: msg = {'tainted': 'the zygote died'}
+    if msg.get('idle') is not True: raise WorkerLost(str(msg.get('tainted') or 'unexpected message')[:300])
+    self.idle = True
+
+# %% ../../nbs/56_sandbox_worker.ipynb #b8a486d5
+@patch_to(Worker)
+def execute(self,
+            source: str,     # the program
+            entry: str,      # the function to call
+            budget_s: float, # its budget, seconds on the sandbox's clock
+           ) -> RunResult:
+    "Run one program in this worker and build its RunResult (WorkerLost if the worker cannot start it)."
+    sb = self.sb
+    if not self.idle: self._await_idle()
+    self.idle = False
+    cap = 4 * sb.max_output_chars + 4
+    pipes = [os.pipe() for _ in range(3)]
+    oom0 = self.cg.oom_kills() if self.cg else 0
+    job = {'source': source, 'entry': entry, **budget_limits(budget_s, sb.budget_clock, sb.cpus), 'memory_mb': sb.memory_mb,
+           'max_result_bytes': sb.max_result_bytes, 'fsize_bytes': sb.tmp_mb * 2**20, 'nproc': sb.max_procs,
+           'meter_memory_mb': None if 'memory' in sb.cg_bases else sb.memory_mb}   # no memory cgroup: the zygote's meter
+    t0, report, lost, end, bufs, totals, res, too_large = self._await_result(job, pipes, budget_s, cap)
+    elapsed = (end or time.monotonic()) - t0
+    oom = bool(self.cg) and self.cg.oom_kills() > oom0
+    if report is None or lost: self.kill()
+    data, t_read, c_read = None if too_large else bytes(res), time.monotonic(), time.thread_time()   # None: over the cap, dropped
+    res.clear()                                            # one copy of the reply while it is parsed, not two
+    ok, value, error, timed_out = describe_outcome(report, data, budget_s, sb.memory_mb, sb.max_result_bytes, oom, lost,
+                                                   elapsed, sb.budget_clock, sb.cpus)
+    elapsed += time.monotonic() - t_read                   # reading the result is part of the program's time
+    cpu = (report or {}).get('cpu', 0.0) + time.thread_time() - c_read
+    if report is not None and lost and not timed_out:   # something of the program outlived the cleanup: never trust that run
+        ok, error = False, f'a process of the program survived the cleanup ({lost}); worker replaced'
+    return RunResult(ok=ok, value=value if ok else None, error=error,
+                     stdout=truncate_output(bytes(bufs[0][-cap:]), totals[0], sb.max_output_chars),
+                     stderr=truncate_output(bytes(bufs[1][-cap:]), totals[1], sb.max_output_chars),
+                     elapsed_s=elapsed, timed_out=timed_out, cpu_s=cpu)
+
+# %% ../../nbs/56_sandbox_worker.ipynb #f33c8351
+@patch_to(Worker)
+def _await_result(self, job: dict, pipes: list, budget_s: float, cap: int) -> tuple:
+    "Send `job` with the write ends of `pipes` (stdout, stderr, result), read until the zygote reports and they close, or it is lost."
+    sb = self.sb
+    reads = [r for r, _ in pipes]
+    bufs, totals, res, too_large = [bytearray(), bytearray()], [0, 0], bytearray(), False
+    report, lost, end, open_pipes = None, None, None, 3
+    wall = sb.budget_clock == 'wall'
+    sel = selectors.DefaultSelector()
+    try:
+        t0 = time.monotonic()                                  # the worker is ready: the program's clock starts
+        try: send_msg(self.sock, job, fds=[w for _, w in pipes])
+        except OSError as e: raise WorkerLost(f'{type(e).__name__}: {e}') from e   # the program never started
+        finally:
+            for _, w in pipes: os.close(w)
+        self.jobs += 1
+        sel.register(self.sock, selectors.EVENT_READ, 'ctl')
+        for i, r in enumerate(reads): sel.register(r, selectors.EVENT_READ, i)
+        heard, drain_until = t0, None                          # the zygote's last word
+        while True:
+            now = time.monotonic()
+            if report is not None and len(sel.get_map()) == 0: break
+            deadline = t0 + budget_s + self.GRACE_S if wall else heard + self.SILENT_S
+            if report is None and now > deadline and (wall or not any(k.data == 'ctl' for k, _ in sel.select(0))):
+                lost = 'timeout'; break                        # (a tick still unread, when we were slow ourselves, is a word)
+            if drain_until is not None and now > drain_until: lost = 'pipes held open after the program ended'; break
+            events = sel.select(timeout=max(0.0, (drain_until or deadline) - now))
+            for key, _ in events:
+                if key.data == 'ctl':
+                    try: self.sock.settimeout(5); msg, _ = recv_msg(self.sock)
+                    except (OSError, EOFError, ValueError) as e: msg, lost = None, f'{type(e).__name__}: {e}'
+                    finally:
+                        try: self.sock.settimeout(None)
+                        except OSError: pass
+                    heard = time.monotonic()
+                    if isinstance(msg, dict) and msg.get('tick'): continue   # the zygote keeps time; the program runs on
+                    sel.unregister(self.sock)
+                    end, report = end or heard, msg
+                    if report is None: lost = lost or 'the zygote died'; break
+                    drain_until = time.monotonic() + 2.0
+                    continue
+                i = key.data
+                try: chunk = os.read(key.fd, 1 << 16)
+                except OSError: chunk = b''
+                if not chunk: sel.unregister(key.fd); open_pipes -= 1
+                elif i < 2:
+                    totals[i] += len(chunk); bufs[i] += chunk
+                    if len(bufs[i]) > 2 * cap: del bufs[i][:-cap]
+                else:
+                    res += chunk
+                    if len(res) > sb.max_result_bytes: too_large = True; sel.unregister(key.fd); open_pipes -= 1; res.clear()
+                if open_pipes == 0 and end is None: end = time.monotonic()   # the program is done with its pipes
+            if lost: break
+    finally:
+        sel.close()
+        for r in reads: os.close(r)
+    return t0, report, lost, end, bufs, totals, res, too_large

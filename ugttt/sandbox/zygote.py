@@ -139,13 +139,12 @@ def _confine(
     else: jobdir = tempfile.mkdtemp(prefix='job-', dir=cfg['workroot'])
     return jobdir
 
-# %% ../../nbs/52_sandbox_zygote.ipynb #ca875b46
-def _child_main(
-    jsock: socket.socket, # private socket: "ready" goes out on it, then the job and its three pipes come in
+# %% ../../nbs/52_sandbox_zygote.ipynb #77f87588
+def _child_confine(
+    jsock: socket.socket, # private socket: on failure, why goes out on it
     cfg: dict,            # the zygote's configuration (ctl_fd, fresh, uid, seccomp, ...)
-) -> None:
-    "Forked spare: confine this process, wait for a job, run `source` as module `program`, call `entry()`, reply in JSON; never returns."
-    msg, job, res_fd = {'ok': False, 'error': 'the sandbox child failed before running the program'}, {}, None
+) -> str:
+    "In the spare: confine this process (files, uid, session, signals, stdin, work directory, seccomp); its work directory, or exit 71 saying why."
     try:
         import io, resource, traceback, types              # already loaded by the zygote: no file access here
         os.close(cfg['ctl_fd'])                                   # the program must not reach the zygote
@@ -164,30 +163,81 @@ def _child_main(
     except BaseException as e:
         try: jsock.send(b'e' + f'sandbox child setup failed: {type(e).__name__}: {e}'.encode()[:2000])
         finally: os._exit(71)
+    return jobdir
+
+# %% ../../nbs/52_sandbox_zygote.ipynb #4070a416
+def _child_prepare(
+    job: dict,     # the job as the zygote sent it
+    out_fd: int,   # the caller's stdout pipe
+    err_fd: int,   # the caller's stderr pipe
+    jobdir: str,   # the work directory (the current directory)
+) -> tuple:
+    "Once the job is here: stdout and stderr to its pipes, priority and rlimits, RNG seeds, program.py; (source, entry, module)."
+    import io, resource, types                             # already loaded by the zygote: no file access here
+    os.dup2(out_fd, 1); os.dup2(err_fd, 2); os.close(out_fd); os.close(err_fd)
+    mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding='utf-8', errors='backslashreplace', line_buffering=True)
+    sys.stdout, sys.stderr = mk(1), mk(2)
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+    if job.get('clock') == 'cpu': os.setpriority(os.PRIO_PROCESS, 0, 19)   # below its zygote, which counts its CPU time
+    vm = next(int(l.split()[1]) * 1024 for l in io.open('/proc/self/status') if l.startswith('VmSize:'))
+    lim = vm + job['memory_mb'] * 2**20                       # what numpy/scipy already mapped + the budget
+    for r, v in ((resource.RLIMIT_AS, lim), (resource.RLIMIT_FSIZE, job['fsize_bytes']), (resource.RLIMIT_CORE, 0),
+                 (resource.RLIMIT_MSGQUEUE, 0), (resource.RLIMIT_NPROC, job.get('nproc')),
+                 (resource.RLIMIT_CPU, job.get('cpu_limit_s'))):
+        hard = resource.getrlimit(r)[1]
+        if v is not None: v = v if hard == resource.RLIM_INFINITY else min(v, hard); resource.setrlimit(r, (v, v))
+    src, entry = job['source'], job['entry']
+    seed = zlib.crc32(src.encode('utf-8', 'surrogatepass'))   # same program, same random numbers (see above)
+    random.seed(seed)
+    if 'numpy' in sys.modules: sys.modules['numpy'].random.seed(seed)
+    with io.open('program.py', 'w', encoding='utf-8', errors='surrogatepass') as f: f.write(src)   # for tracebacks
+    mod = types.ModuleType('program'); mod.__file__ = os.path.join(jobdir, 'program.py')
+    sys.modules['program'] = mod; sys.argv = ['program.py']
+    return src, entry, mod
+
+# %% ../../nbs/52_sandbox_zygote.ipynb #713add52
+def _child_reply(
+    jsock: socket.socket, # private socket: "done" goes out on it
+    msg: dict,            # the reply: {'ok': True, 'value': ...} or {'ok': False, 'error': ...}
+    job: dict,            # the job ({} if none arrived)
+    res_fd: int | None,   # the result pipe (None: no pipes arrived)
+) -> None:
+    "Write the JSON reply (bounded), flush and close the pipes, say done to the zygote, exit; never returns."
+    if res_fd is None: os._exit(71)                             # no pipes: the zygote reports the exit status
+    try:
+        cap = job.get('max_result_bytes', 2**20)
+        try: data = json.dumps(msg, allow_nan=True).encode()
+        except (ValueError, TypeError, RecursionError, MemoryError) as e:
+            data = json.dumps({'ok': False, 'error': f'return value could not be encoded: {type(e).__name__}: {str(e)[:300]}'}).encode()
+        if len(data) > cap: data = json.dumps({'ok': False, 'error': f'result too large: {len(data)} bytes > max_result_bytes={cap}'}).encode()
+        view = memoryview(data)
+        while view: view = view[os.write(res_fd, view):]
+    except BaseException: pass
+    for s in (sys.stdout, sys.stderr):
+        try: s.flush()
+        except BaseException: pass
+    for fd in (1, 2, res_fd):                                   # our pipes are complete: EOF for the caller now
+        try: os.close(fd)
+        except OSError: pass
+    try: jsock.send(b'd')                                       # tell the zygote: it reports without awaiting our exit
+    except BaseException: pass
+    os._exit(0)
+
+# %% ../../nbs/52_sandbox_zygote.ipynb #ca875b46
+def _child_main(
+    jsock: socket.socket, # private socket: "ready" goes out on it, then the job and its three pipes come in
+    cfg: dict,            # the zygote's configuration (ctl_fd, fresh, uid, seccomp, ...)
+) -> None:
+    "Forked spare: confine this process, wait for a job, run `source` as module `program`, call `entry()`, reply in JSON; never returns."
+    msg, job, res_fd = {'ok': False, 'error': 'the sandbox child failed before running the program'}, {}, None
+    jobdir = _child_confine(jsock, cfg)
+    import traceback                                           # already loaded by the zygote: no file access here
     try:
         jsock.send(b'r')                                          # confined: the zygote may now say it is idle
         job, fds = recv_msg(jsock, maxfds=3, max_bytes=2**31)    # wait here until the zygote hands over a program
         if job is None: os._exit(0)
         out_fd, err_fd, res_fd = fds
-        os.dup2(out_fd, 1); os.dup2(err_fd, 2); os.close(out_fd); os.close(err_fd)
-        mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, 'w', closefd=False), encoding='utf-8', errors='backslashreplace', line_buffering=True)
-        sys.stdout, sys.stderr = mk(1), mk(2)
-        sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
-        if job.get('clock') == 'cpu': os.setpriority(os.PRIO_PROCESS, 0, 19)   # below its zygote, which counts its CPU time
-        vm = next(int(l.split()[1]) * 1024 for l in io.open('/proc/self/status') if l.startswith('VmSize:'))
-        lim = vm + job['memory_mb'] * 2**20                       # what numpy/scipy already mapped + the budget
-        for r, v in ((resource.RLIMIT_AS, lim), (resource.RLIMIT_FSIZE, job['fsize_bytes']), (resource.RLIMIT_CORE, 0),
-                     (resource.RLIMIT_MSGQUEUE, 0), (resource.RLIMIT_NPROC, job.get('nproc')),
-                     (resource.RLIMIT_CPU, job.get('cpu_limit_s'))):
-            hard = resource.getrlimit(r)[1]
-            if v is not None: v = v if hard == resource.RLIM_INFINITY else min(v, hard); resource.setrlimit(r, (v, v))
-        src, entry = job['source'], job['entry']
-        seed = zlib.crc32(src.encode('utf-8', 'surrogatepass'))   # same program, same random numbers (see above)
-        random.seed(seed)
-        if 'numpy' in sys.modules: sys.modules['numpy'].random.seed(seed)
-        with io.open('program.py', 'w', encoding='utf-8', errors='surrogatepass') as f: f.write(src)   # for tracebacks
-        mod = types.ModuleType('program'); mod.__file__ = os.path.join(jobdir, 'program.py')
-        sys.modules['program'] = mod; sys.argv = ['program.py']
+        src, entry, mod = _child_prepare(job, out_fd, err_fd, jobdir)
     except BaseException as e:
         msg = {'ok': False, 'error': f'sandbox setup failed: {type(e).__name__}: {e}'}
     else:
@@ -221,25 +271,7 @@ def _child_main(
             msg = {'ok': False, 'error': f'exception: {describe(e)}'}
             try: traceback.print_exc()
             except BaseException: pass
-    if res_fd is None: os._exit(71)                             # no pipes: the zygote reports the exit status
-    try:
-        cap = job.get('max_result_bytes', 2**20)
-        try: data = json.dumps(msg, allow_nan=True).encode()
-        except (ValueError, TypeError, RecursionError, MemoryError) as e:
-            data = json.dumps({'ok': False, 'error': f'return value could not be encoded: {type(e).__name__}: {str(e)[:300]}'}).encode()
-        if len(data) > cap: data = json.dumps({'ok': False, 'error': f'result too large: {len(data)} bytes > max_result_bytes={cap}'}).encode()
-        view = memoryview(data)
-        while view: view = view[os.write(res_fd, view):]
-    except BaseException: pass
-    for s in (sys.stdout, sys.stderr):
-        try: s.flush()
-        except BaseException: pass
-    for fd in (1, 2, res_fd):                                   # our pipes are complete: EOF for the caller now
-        try: os.close(fd)
-        except OSError: pass
-    try: jsock.send(b'd')                                       # tell the zygote: it reports without awaiting our exit
-    except BaseException: pass
-    os._exit(0)
+    _child_reply(jsock, msg, job, res_fd)
 
 # %% ../../nbs/52_sandbox_zygote.ipynb #a69a0abf
 def _fork_spare(
