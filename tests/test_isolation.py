@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ugttt.sandbox.confine as I
-import ugttt.sandbox as S
+import ugttt.sandbox.pool as P
 from ugttt.sandbox import Sandbox
 
 pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): sandboxes started in every mode, users switched
@@ -284,7 +284,7 @@ def test_fail_closed_starts_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(I, '_PROBES', {'bwrap': False, 'mountns': False, 'netns': False})
     monkeypatch.setattr(I, '_PROBE_ERRORS', {'bwrap': 'not installed (no bwrap on PATH)', 'mountns': 'exit 70: ...', 'netns': 'exit 70: ...'})
     monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))      # an unconfined sandbox would make its work directory here
-    monkeypatch.setattr(S, '_DEFAULT', [])                        # no default sandbox left by earlier tests
+    monkeypatch.setattr(P, '_DEFAULT', [])                        # no default sandbox left by earlier tests
     kids = lambda: {k for t in os.listdir('/proc/self/task') for k in Path(f'/proc/self/task/{t}/children').read_text().split()}
     before = kids()
     with pytest.raises(I.IsolationUnavailable, match='no isolation mode that confines files works on this machine'): Sandbox(workers=1)
