@@ -22,7 +22,7 @@ $(BIN)/.installed: settings.ini setup.py requirements.txt
 
 install: $(BIN)/.installed system-deps
 
-# The sandbox uses bubblewrap for isolation (ugttt.isolation); install it where we may, else it uses its own namespaces (mountns).
+# The sandbox uses bubblewrap for isolation (ugttt.sandbox.confine); install it where we may, else it uses its own namespaces (mountns).
 system-deps:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

@@ -1,4 +1,4 @@
-"""Verification backends side by side: programs per second of the local warm sandbox and of Ray (`ugttt.sandbox_ray`).
+"""Verification backends side by side: programs per second of the local warm sandbox and of Ray (`ugttt.sandbox.ray`).
 
     python bench/sandbox_backends.py                  # 200 programs of each kind, 2 workers, a local Ray with 2 CPUs
     python bench/sandbox_backends.py --quick          # 40 of each
@@ -59,7 +59,7 @@ def main() -> dict:
     a = ap.parse_args()
     n = 40 if a.quick else a.n
     import ray
-    from ugttt.sandbox_ray import RaySandbox
+    from ugttt.sandbox.ray import RaySandbox
     res = {}
     with Sandbox(workers=a.workers, budget_s=10.0) as local:
         local.map([(TRIVIAL, "run")] * a.workers)                        # warm: every worker started once

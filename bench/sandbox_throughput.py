@@ -2,7 +2,7 @@
 
     python bench/sandbox_throughput.py                 # defaults: 200 programs, 2 workers, 12 fresh interpreters
     python bench/sandbox_throughput.py --n 500 --workers 2 --json bench/out/sandbox.json
-    python bench/sandbox_throughput.py --isolation mountns   # the same without bubblewrap (ugttt.isolation)
+    python bench/sandbox_throughput.py --isolation mountns   # the same without bubblewrap (ugttt.sandbox.confine)
     python bench/sandbox_throughput.py --source ../main      # the package of another checkout (before and after a change)
 
 Per-program overhead is the wall time of a program that does nothing (`def run(): return 1`), measured one at a time

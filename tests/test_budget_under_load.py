@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import ugttt.isolation as I
+import ugttt.sandbox.confine as I
 from ugttt.sandbox import Sandbox
 
 pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): saturates the machine for a few seconds

@@ -1,4 +1,4 @@
-"""ugttt.isolation against the file attacks that went through the unconfined fallback: in every mode this machine has
+"""ugttt.sandbox.confine against the file attacks that went through the unconfined fallback: in every mode this machine has
 that confines files (bubblewrap, mountns, mountns with bwrap hidden by PATH; as root and as a normal user), a program
 tries to write the host's /tmp, rename or write into the caller's working directory, write into every sys.path
 directory and $HOME, overwrite a standard-library module and plant sitecustomize/.pth files; afterwards nothing on the
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-import ugttt.isolation as I
-import ugttt.sandbox as S
+import ugttt.sandbox.confine as I
+import ugttt.sandbox.pool as P
 from ugttt.sandbox import Sandbox
 
 pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): sandboxes started in every mode, users switched
@@ -242,7 +242,7 @@ out = {}
 from ugttt.cli import main
 with contextlib.redirect_stdout(io.StringIO()) as doc: out['doctor'] = main(['doctor'])
 out['doctor_text'] = doc.getvalue()
-from ugttt.isolation import IsolationUnavailable
+from ugttt.sandbox.confine import IsolationUnavailable
 from ugttt.sandbox import Sandbox
 try: Sandbox(workers=1); out['sandbox'] = 'created'
 except IsolationUnavailable as e: out['sandbox'] = str(e)
@@ -284,7 +284,7 @@ def test_fail_closed_starts_nothing(monkeypatch, tmp_path):
     monkeypatch.setattr(I, '_PROBES', {'bwrap': False, 'mountns': False, 'netns': False})
     monkeypatch.setattr(I, '_PROBE_ERRORS', {'bwrap': 'not installed (no bwrap on PATH)', 'mountns': 'exit 70: ...', 'netns': 'exit 70: ...'})
     monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path))      # an unconfined sandbox would make its work directory here
-    monkeypatch.setattr(S, '_DEFAULT', [])                        # no default sandbox left by earlier tests
+    monkeypatch.setattr(P, '_DEFAULT', [])                        # no default sandbox left by earlier tests
     kids = lambda: {k for t in os.listdir('/proc/self/task') for k in Path(f'/proc/self/task/{t}/children').read_text().split()}
     before = kids()
     with pytest.raises(I.IsolationUnavailable, match='no isolation mode that confines files works on this machine'): Sandbox(workers=1)
@@ -305,7 +305,7 @@ sys.path[:0] = [ROOT, SITE]
 spec = json.loads(SPEC)
 sys.path += spec['path']                             # a site-packages made for the test: bound read-only into the sandbox
 if spec['no_seccomp']:                               # as on an architecture without the filter: what holds without it
-    import ugttt.sandbox as S; S.seccomp_filter = lambda **k: None
+    import ugttt.sandbox.pool as P; P.seccomp_filter = lambda **k: None
 out = {'uid': os.getuid(), 'controls': []}
 for src, arg in spec['controls']:                    # the attacks themselves, unconfined, on targets made for the test
     ns = {}; exec(src % (arg,), ns); out['controls'].append(ns['run']())

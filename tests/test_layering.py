@@ -10,12 +10,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "ugttt"
 MODULES = sorted(p for p in PKG.rglob("*.py") if p.name != "_modidx.py")
 
-# Cross-module private imports still to be removed by the sandbox package (issue 40, Deliver 3); nothing may join them.
-KNOWN_PRIVATE = {
-    ("isolation.py", "_cgroup_bases"), ("sandbox.py", "_recv_msg"), ("sandbox.py", "_send_msg"), ("sandbox.py", "_python_dirs"),
-    ("sandbox_ray.py", "_check_budget"), ("tasks.py", "_NCPU"), ("tasks.py", "_Meter"), ("tasks.py", "_descendants"),
-    ("tasks.py", "_prctl"), ("trl_reward.py", "_check_budget"),
-}
 
 
 def _tree(path: Path) -> ast.Module:
@@ -36,9 +30,11 @@ def test_config_is_a_leaf():
 
 
 def test_no_private_name_crosses_a_module():
-    "No `from .x import _y` in the package, except the sandbox's, listed until its split lands."
-    found = {(p.name, a.name) for p in MODULES for n in _relative_imports(p) for a in n.names if a.name.startswith("_")}
-    assert found <= KNOWN_PRIVATE, sorted(found - KNOWN_PRIVATE)
+    "No `from .x import _y` (nor `from ugttt.x import _y`) anywhere in the package, at any level of its code."
+    found = {(str(p.relative_to(PKG)), n.lineno, a.name) for p in MODULES for n in ast.walk(_tree(p))
+             if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith("ugttt"))
+             for a in n.names if a.name.startswith("_")}
+    assert not found, sorted(found)
 
 
 def test_the_backend_stays_in_the_policy():
@@ -59,8 +55,8 @@ def test_importing_the_config_loads_nothing_else():
 
 
 @pytest.mark.parametrize("name, module, attr", [
-    ("BUDGET_CLOCKS", "ugttt.sandbox", "BUDGET_CLOCKS"),
-    ("ISOLATION_MODES", "ugttt.isolation", "MODES"),
+    ("BUDGET_CLOCKS", "ugttt.sandbox.budget", "BUDGET_CLOCKS"),
+    ("ISOLATION_MODES", "ugttt.sandbox.confine", "MODES"),
     ("TRACKERS", "ugttt.tracking", "TRACKERS"),
     ("PUCT_BACKUPS", "ugttt.puct", "BACKUPS"),
 ])

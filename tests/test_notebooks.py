@@ -11,7 +11,7 @@ SKIP = ['notest'] + ([] if os.environ.get('UGTTT_SLOW') else ['slow'])
 # Tiers (pytest.ini): test-fast runs only the notebooks listed here, those of argument checks, math, tasks, prompts,
 # config (with its reference switches), run directories and analysis (no models, sandbox suites or training), by
 # measured time (pytest --durations, nice -n 19, a 2-core machine at load 6): 0.1 to 17 s each, 25 to 30 s together.
-# The next cheapest stay out to keep test-fast under 2 min: 02_sandbox_worker (2 s, sandbox internals), 09_corpus
+# The next cheapest stay out to keep test-fast under 2 min: 50-56 and 58_sandbox_* (2 s, sandbox internals), 09_corpus
 # (7 s), 15_ensemble (8 s), 25_tracking (3 s, W&B), 32_plan (9 s, LoRA models), 33_cli (6 s); the rest took 15 to
 # 200 s. A notebook not listed, a new one too, is marked `notebook`.
 FAST = {'00_checks', '01_scoring', '04_family_syntax', '05_families', '06_prompts', '07_tasks', '11_uncertainty',

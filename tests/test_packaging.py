@@ -90,3 +90,36 @@ def test_the_check_finds_a_dev_only_import():
     assert "`fastcore` (fastcore) is imported at module level" in bad[0], bad
     assert "no-such-package-anywhere" in bad[2], bad
     assert {"torch", "transformers", "pyyaml"} <= reqs and "fastcore" not in reqs and "nbdev" not in reqs, reqs
+
+
+SANDBOX = ROOT / "ugttt" / "sandbox"
+
+
+def test_sandbox_package_reexports_exactly_its_submodules_public_names():
+    "ugttt.sandbox (hand-written, lazy) lists each submodule's __all__, and every name resolves to that submodule's object."
+    import importlib
+    import ugttt.sandbox as S
+    assert set(S.SUBMODULES) == {p.stem for p in SANDBOX.glob("*.py") if p.stem != "__init__"}
+    for name, names in S.SUBMODULES.items():
+        mod = importlib.import_module(f"ugttt.sandbox.{name}")
+        assert set(names) == set(mod.__all__), (name, set(names) ^ set(mod.__all__))
+        for n in names: assert getattr(S, n) is getattr(mod, n), n
+    assert len(S.__all__) == len(set(S.__all__)) == sum(len(v) for v in S.SUBMODULES.values())
+    for n in ("Sandbox", "RunResult", "default_sandbox", "WALL_BACKSTOP", "budget_limits", "DEFAULT_PRELOAD"): assert n in S.__all__
+
+
+def test_sandbox_bundle_and_launcher_import_only_the_standard_library():
+    "The zygote's script (protocol, procs, zygote) and the mountns launcher (confine, run by path) import only the stdlib."
+    from ugttt.sandbox.worker import zygote_source
+    for name in ("protocol", "procs", "zygote", "confine"):
+        tree = ast.parse((SANDBOX / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree) if name != "confine" else tree.body:   # confine: module level only (isolation_report imports more)
+            if isinstance(node, ast.Import): mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level: assert name != "confine" and node.level == 1 and node.module in ("protocol", "procs"), (name, node.lineno); continue
+                mods = [node.module]
+            else: continue
+            for m in mods: assert m.split(".")[0] in sys.stdlib_module_names or m == "__future__", (name, node.lineno, m)
+    src = zygote_source().decode()
+    compile(src, "<ugttt-sandbox-zygote>", "exec")
+    assert "from .p" not in src and src.count("from __future__") == 1

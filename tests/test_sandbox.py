@@ -5,8 +5,11 @@ from pathlib import Path
 
 import pytest
 
-import ugttt.isolation as I
+import ugttt.sandbox.confine as I
 import ugttt.sandbox as S
+import ugttt.sandbox.cgroups as C
+import ugttt.sandbox.pool as P
+import ugttt.sandbox.worker as Wk
 from ugttt.sandbox import RunResult, Sandbox, default_sandbox
 
 pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): workers started, killed, waited on
@@ -176,8 +179,8 @@ def test_auto_never_falls_back_to_an_unconfined_mode(monkeypatch):
 def test_a_missing_layer_is_said_once_and_listed(monkeypatch):
     "Without a seccomp filter (another architecture): one warning for the process, and every Sandbox lists the gap."
     if S.detect_isolation() not in I.CONFINING: pytest.skip('an unconfined sandbox warns at every start instead')
-    monkeypatch.setattr(S, 'seccomp_filter', lambda deny_ipc=False: None)
-    monkeypatch.setattr(S, '_WARNED', set())
+    monkeypatch.setattr(P, 'seccomp_filter', lambda deny_ipc=False: None)
+    monkeypatch.setattr(P, '_WARNED', set())
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter('always')
         a, b = Sandbox(workers=1, prestart=False), Sandbox(workers=1, prestart=False)
@@ -190,7 +193,7 @@ def test_a_missing_layer_is_said_once_and_listed(monkeypatch):
 
 @pytest.mark.parametrize('mode', ['netns', 'limits'])
 def test_unconfined_modes_still_contain_the_programs_processes(mode):
-    groups = lambda: {d for b in S._cgroup_bases().values() for d in b.glob(f'w{os.getpid()}-*')}
+    groups = lambda: {d for b in C.cgroup_bases().values() for d in b.glob(f'w{os.getpid()}-*')}
     before = groups()
     try: s = Sandbox(workers=1, budget_s=1.0, memory_mb=256, isolation=mode)
     except RuntimeError as e: pytest.skip(str(e))
@@ -206,7 +209,7 @@ def test_unconfined_modes_still_contain_the_programs_processes(mode):
             # the caller kills the zygote once it has been silent for SILENT_S: either way a timeout, nothing survives
             assert r.timed_out and r.error in ('timeout: exceeded 1 s CPU budget',
                                                'timeout: the sandbox worker stopped keeping time (killed)'), r
-            assert r.elapsed_s < 2 * S._Worker.SILENT_S, r          # SILENT_S after its last word, said in the first seconds
+            assert r.elapsed_s < 2 * Wk.Worker.SILENT_S, r          # SILENT_S after its last word, said in the first seconds
         if mode == 'netns':
             r = s.run("import socket\ndef run(): socket.create_connection(('1.1.1.1', 80), timeout=5)", 'run')
             assert not r.ok and 'Errno 101' in r.error and r.elapsed_s < 4.0, r   # at once, not after the 5 s timeout
@@ -264,8 +267,8 @@ def test_killing_the_caller_kills_its_sandbox(mode):
             time.sleep(0.05)
         assert not left
         Sandbox(workers=1, prestart=False).close()
-        for base in S._cgroup_bases().values(): S._WorkerCgroups.remove_stale(base)
-        assert not [d for b in S._cgroup_bases().values() for d in b.glob(f'w{p.pid}-*')]
+        for base in C.cgroup_bases().values(): C.WorkerCgroups.remove_stale(base)
+        assert not [d for b in C.cgroup_bases().values() for d in b.glob(f'w{p.pid}-*')]
     Sandbox(workers=1, prestart=False, isolation='limits').close()     # an unconfined sandbox removes dead callers' dirs
     assert not list(Path(tempfile.gettempdir()).glob(f'ugttt-sandbox-{p.pid}-*'))
 
@@ -300,7 +303,7 @@ print(json.dumps(out))
 def test_a_normal_user_gets_bwrap_and_rlimit_nproc(tmp_path):
     "As a real unprivileged uid: bwrap in a user namespace, and the fork bomb is capped by RLIMIT_NPROC (no cgroups)."
     sysy = '/usr/bin/python3'
-    site = str(Path(S.__file__).resolve().parents[1] / '.venv' / 'lib' / 'python3.11' / 'site-packages')
+    site = str(Path(S.__file__).resolve().parents[2] / '.venv' / 'lib' / 'python3.11' / 'site-packages')
     if not (os.path.exists(sysy) and os.path.exists('/usr/bin/setpriv') and os.path.isdir(site) and shutil.which('bwrap')):
         pytest.skip('needs bwrap, /usr/bin/python3, setpriv and the project venv')
     ver = subprocess.run([sysy, '-c', 'import sys; print(sys.version_info[:2])'], capture_output=True, text=True).stdout

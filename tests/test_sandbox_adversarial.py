@@ -8,8 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import ugttt.isolation as I
+import ugttt.sandbox.confine as I
 import ugttt.sandbox as S
+import ugttt.sandbox.cgroups as C
+import ugttt.sandbox.worker as Wk
 from ugttt.sandbox import Sandbox
 
 pytestmark = pytest.mark.sandbox   # not in test-fast (pytest.ini): hostile programs run to their budgets
@@ -151,7 +153,7 @@ def _live_cgroups(tag: str) -> frozenset:
 
 
 def _files_by_sandbox_uid(roots: list, since: float) -> list:
-    "Files under `roots` created or changed since `since` by a programs' uid (>= S._UID_BASE) or named with MARK."
+    "Files under `roots` created or changed since `since` by a programs' uid (>= C.UID_BASE) or named with MARK."
     hits = []
     for r in roots:
         for dirpath, dirnames, filenames in os.walk(r):
@@ -160,7 +162,7 @@ def _files_by_sandbox_uid(roots: list, since: float) -> list:
                 p = os.path.join(dirpath, n)
                 try: st = os.lstat(p)
                 except OSError: continue
-                if MARK in n or (st.st_uid >= S._UID_BASE and st.st_mtime >= since): hits.append(p)
+                if MARK in n or (st.st_uid >= C.UID_BASE and st.st_mtime >= since): hits.append(p)
             if dirpath.count(os.sep) - str(r).count(os.sep) >= 3: dirnames[:] = []
     return hits
 
@@ -190,7 +192,7 @@ def sb(request):
     s.close()
     # nothing of the sandbox left running: no task in our groups, no zygote among our descendants
     time.sleep(0.2)
-    if s._cg_bases: assert _cgroup_members(f'/w{os.getpid()}-', ignore=others) == []
+    if s.cg_bases: assert _cgroup_members(f'/w{os.getpid()}-', ignore=others) == []
     left = _sandbox_children() - other_kids
     assert left == set(), left
     # nothing written outside the sandbox's directories: the repo, $HOME, the host /tmp and our cwd
@@ -270,7 +272,7 @@ def test_monkeypatching_numpy_changes_nothing_outside(sb):
 
 
 # top-level names in the sandbox's /tmp that hold read-only interpreter binds (when the venv lives under /tmp)
-BOUND_UNDER_TMP = {Path(p).parts[2] for p in S._python_dirs() if p.startswith('/tmp/')}
+BOUND_UNDER_TMP = {Path(p).parts[2] for p in I.python_dirs() if p.startswith('/tmp/')}
 
 
 def test_nothing_persists_between_programs(sb):
@@ -333,8 +335,8 @@ def _valid_everywhere(sb, src: str = VALID, expect=(1, 2.5), budget: float = 5.0
 def _needs(sb, *layers):
     "Skip, saying why, when this machine lacks a layer the test relies on."
     if 'uid' in layers and not sb.program_uids: pytest.skip('programs share their zygote\'s uid here (needs root and a confining mode)')
-    if 'seccomp' in layers and sb._seccomp is None: pytest.skip('no seccomp filter on this architecture')
-    if 'cpu' in layers and 'cpu' not in sb._cg_bases: pytest.skip('no writable cpu cgroup here')
+    if 'seccomp' in layers and sb.seccomp is None: pytest.skip('no seccomp filter on this architecture')
+    if 'cpu' in layers and 'cpu' not in sb.cg_bases: pytest.skip('no writable cpu cgroup here')
 
 
 def test_kill_everything_reaches_only_the_programs_own_processes(sb):
@@ -429,13 +431,13 @@ def test_a_stopped_zygote_cannot_stretch_a_programs_time(sb):
     # a zygote stopped for good: on the CPU clock the caller kills a worker that has stopped keeping time
     with Sandbox(workers=1, budget_s=2.0, memory_mb=256, isolation=sb.isolation) as s:
         s.warm()
-        z, silent = _zygote_of(s), S._Worker.SILENT_S
+        z, silent = _zygote_of(s), Wk.Worker.SILENT_S
         stopper = threading.Timer(0.3, os.kill, (z, signal.SIGSTOP))   # a thread here: no interpreter to start, on time
         try:
-            S._Worker.SILENT_S = 2.0
+            Wk.Worker.SILENT_S = 2.0
             stopper.start()
             r = s.run('def run():\n    while True: pass', 'run')
-        finally: S._Worker.SILENT_S = silent; stopper.join()
+        finally: Wk.Worker.SILENT_S = silent; stopper.join()
         assert r.timed_out and r.error == 'timeout: the sandbox worker stopped keeping time (killed)' and r.elapsed_s < 5.0, r
         _valid_everywhere(s)
 

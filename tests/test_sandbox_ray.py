@@ -1,4 +1,4 @@
-"""The Ray executor (ugttt.sandbox_ray) against a local Ray instance with two CPUs: every hostile program of the
+"""The Ray executor (ugttt.sandbox.ray) against a local Ray instance with two CPUs: every hostile program of the
 adversarial suite ends as it does locally, a real training run gives the same logs through Ray as through the local
 sandbox, a Ray worker killed mid-program is a clear error, and nothing of the sandbox or of Ray is left afterwards."""
 import json, os, re, signal, subprocess, threading, time
@@ -10,7 +10,7 @@ from fastcore.test import test_eq, test_fail
 ray = pytest.importorskip("ray")   # the extra is in requirements.txt: the suite always has it
 
 from ugttt.sandbox import WALL_BACKSTOP, Sandbox
-from ugttt.sandbox_ray import Executor, RaySandbox, make_executor
+from ugttt.sandbox.ray import Executor, RaySandbox, make_executor
 from test_sandbox_adversarial import BUDGET, CASES, MAX_OUT, MAX_RESULT, NEEDS, _files_by_sandbox_uid, _has, _snapshot, HOME, ROOT
 
 pytestmark = pytest.mark.ray   # not in test-fast (pytest.ini): a local Ray cluster and a run through it

@@ -36,7 +36,7 @@ print(f"imported {len(mods)} modules from {ugttt.__file__}")
 # per extra: what `import <feature>` means, run in that extra's venv
 EXTRAS = {
     "ray": """
-from ugttt.sandbox_ray import RaySandbox, _import_ray
+from ugttt.sandbox.ray import RaySandbox, _import_ray
 from ugttt.trainer import check_extras
 from ugttt.config import make_config
 ray = _import_ray()

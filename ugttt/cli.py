@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     "The `ugttt` console script: bad flags, values, configs and run directories are one line and exit code 2."
     args = build_parser().parse_args(argv)
     if args.command == "doctor":
-        from ugttt.isolation import isolation_report
+        from ugttt.sandbox.confine import isolation_report
         text, ok = isolation_report(); print(text); return 0 if ok else 1
     try:
         if args.command == "report": return _report(args.runs, args.plot)
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         task = preflight(cfg, args.out, args.resume)             # once: train is handed the task
     except (ValueError, TypeError, ImportError, OSError) as e:   # input problems and missing extras, before any compute
         return _fail(e)
-    from ugttt.isolation import IsolationUnavailable
+    from ugttt.sandbox.confine import IsolationUnavailable
     from ugttt.rundir import RunDirError
     try: train(cfg, args.out, resume=args.resume, progress=not args.quiet, task=task)
     except RunDirError as e: return _fail(e)        # a damaged checkpoint found while resuming: nothing was written

@@ -19,9 +19,9 @@ __all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BAC
 
 # %% ../nbs/26_config.ipynb #22260b48
 METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
-EXECUTORS = ("local", "ray")                       # verification backends (03_sandbox, 08_sandbox_ray)
-BUDGET_CLOCKS = ("cpu", "wall")                    # what budget_s counts (03_sandbox)
-ISOLATION_MODES = ("bwrap", "mountns", "netns", "limits")   # the sandbox's isolation modes, strongest first (03_isolation)
+EXECUTORS = ("local", "ray")                       # verification backends (57_sandbox_pool, 59_sandbox_ray)
+BUDGET_CLOCKS = ("cpu", "wall")                    # what budget_s counts (58_sandbox_budget)
+ISOLATION_MODES = ("bwrap", "mountns", "netns", "limits")   # the sandbox's isolation modes, strongest first (53_sandbox_confine)
 PUCT_BACKUPS = ("ttt_discover", "reference")        # how a result is backed up the PUCT tree (23_puct)
 DTYPES = ("float32", "bfloat16", "float16", "float64")      # dtypes of the frozen base weights (16_policy)
 DEFAULT_TASK = "cp26"                              # the task of a config that names none
@@ -284,7 +284,7 @@ class SandboxConfig:
     "How a run's programs are executed: workers, backend, isolation and Ray cluster; none of it changes a result."
     workers: int = 2                    # programs verified at once
     executor: str = "local"             # where programs run: "local" (warm sandbox workers here) or "ray" (a Ray task each; ugttt[ray])
-    isolation: str = "auto"             # the sandbox's isolation (03_isolation): "auto" (bwrap or mountns, else refuse to run), or a mode by name; "netns" and "limits" do not confine files
+    isolation: str = "auto"             # the sandbox's isolation (53_sandbox_confine): "auto" (bwrap or mountns, else refuse to run), or a mode by name; "netns" and "limits" do not confine files
     ray_address: str | None = None      # executor "ray": the cluster to join, as ray.init(address=...); None: the running or a new local one
 
     def __post_init__(self):
@@ -316,7 +316,7 @@ class TrainConfig:
     seed: int = 0                       # seeds the roots, sampling and dropout; the adapters' init is policy.seed (reproduce sets both)
     prompt_style: str = "chat"          # "chat" (an instruction-tuned model) or "compact" (the embedded model)
     budget_s: float = 10.0              # seconds a program may run in the sandbox, on budget_clock
-    budget_clock: str = "cpu"           # what budget_s counts: "cpu" (CPU seconds of its processes; a wall-clock backstop, 03_sandbox) or "wall" (wall-clock seconds)
+    budget_clock: str = "cpu"           # what budget_s counts: "cpu" (CPU seconds of its processes; a wall-clock backstop, 58_sandbox_budget) or "wall" (wall-clock seconds)
     report_to: tuple[str, ...] = ()     # experiment trackers fed from the run's metrics: tensorboard, trackio, wandb; () or "none": none
     decode_groups: int = 1              # groups sampled in one batched decode (paper scale: 1, a group's KV cache fills a GPU)
     streaming_on: bool = True           # use the gate (set by make_config: streams_by_default, ugttt and no_nnm on AC1 and CP26)

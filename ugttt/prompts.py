@@ -5,7 +5,7 @@
 # %% ../nbs/06_prompts.ipynb #724e8ee0
 from __future__ import annotations
 import re
-from .sandbox import WALL_BACKSTOP
+from .sandbox.budget import WALL_BACKSTOP
 
 # %% auto #0
 __all__ = ['COMPACT_PROGRAM_MARKER', 'STDOUT_TAIL_CHARS', 'compact_prompt', 'chat_prompt']
@@ -30,7 +30,7 @@ def _output_tail(
     max_chars: int = STDOUT_TAIL_CHARS,   # characters of the tail kept
 ) -> str:             # its stripped tail, at most max_chars characters behind a truncation note
     "The last max_chars (STDOUT_TAIL_CHARS) characters of the stripped output, behind the sandbox's truncation note when cut."
-    from ugttt.sandbox import truncate_output    # the sandbox's own truncation, loaded only when output is shown
+    from ugttt.sandbox.results import truncate_output    # the sandbox's own truncation, loaded only when output is shown
     tail = stdout.strip().encode("utf-8", "surrogatepass")
     return truncate_output(tail, len(tail), max_chars)
 

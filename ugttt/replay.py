@@ -295,7 +295,7 @@ def replay(
     run_dir,                    # a run directory: read, never written
     epoch: int,                 # the epoch whose update is replayed
     variants=("as_trained",),   # variant names (VARIANTS), or "all"; as_trained always runs too
-    sandbox=None,               # an executor on the run's budget clock (ugttt.sandbox_ray.Executor); default: the run config's own
+    sandbox=None,               # an executor on the run's budget clock (ugttt.sandbox.ray.Executor); default: the run config's own
     threads: int | None = None, # torch threads; None: the run's (its epoch record's torch/threads), else torch's current
     progress: bool = False,     # tqdm bars while the epoch is regenerated
     json_path=None,             # also write the result there as JSON (never inside the run directory)

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 from .checks import check_int, is_int, patch_to
-from .sandbox import WALL_BACKSTOP, budget_limits
-from .sandbox_worker import _NCPU, _Meter, _descendants, _prctl
 from .prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, chat_prompt, compact_prompt
 from .scoring import (
     MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, CP26_TOLERANCE, ERDOS_C5_RTOL, Score, as_float_array, full_convolution,
@@ -146,77 +144,32 @@ def _scored(
         return Score(False, None, 0.0, f"could not score the result: {text}")
     return _check_score(task, out)
 
-# %% ../nbs/07_tasks.ipynb #e125b08a
-def _close_pipes_and_sockets(
-    keep: int,   # the descriptor to keep (the child's result pipe)
-) -> None:
-    "In a forked child: close every pipe and socket above stderr but `keep`, so that no pipe end of the caller stays held open here."
-    for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else map(str, range(3, 1024)):   # no /proc: the usual fds
-        fd = int(name)
-        if fd < 3 or fd == keep: continue
-        try: mode = os.fstat(fd).st_mode
-        except OSError: continue
-        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode): os.close(fd)
-
 # %% ../nbs/07_tasks.ipynb #8af6001e
 def _score_in_child(
     task: Task,          # your own task
     result,              # what the program returned (plain data)
     strict: bool,        # passed on to the scorer
     timeout_s: float,    # the scorer's budget, seconds on `clock` (on the CPU clock: on each CPU this process may use)
-    clock: str = "cpu",  # "cpu" or "wall" (ugttt.sandbox.budget_limits)
+    clock: str = "cpu",  # "cpu" or "wall" (ugttt.sandbox.budget.budget_limits)
 ) -> Score:
     "_scored in a child forked for this call and killed past its budget; a hang or a crash is an invalid Score with the reason."
-    lim = budget_limits(timeout_s, clock, _NCPU)
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:                                # the child: score, send the checked Score, leave at once
-        try:
-            os.close(r)
-            os.setpgid(0, 0)                    # a group of its own: killed with what it starts; the caller's Ctrl-C is not its
-            _close_pipes_and_sockets(w)
-            try: _prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG: die with the caller (Linux)
-            except (OSError, AttributeError): pass
-            if "cpu_limit_s" in lim:
-                try: resource.setrlimit(resource.RLIMIT_CPU, (lim["cpu_limit_s"],) * 2)
-                except (ValueError, OSError): pass    # a lower hard limit of the caller's stays
-            mk = lambda fd: io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), errors="backslashreplace", line_buffering=True)
-            sys.stdout, sys.stderr = mk(1), mk(2)   # the caller's buffers (and a notebook's streams) stay untouched
-            if "torch" in sys.modules: sys.modules["torch"].set_num_threads(1)
-            if "faulthandler" in sys.modules: sys.modules["faulthandler"].disable()   # a crash is reported by its signal
-            s = _scored(task, result, strict)
-            data = memoryview(json.dumps([s.valid, s.bound, s.reward, s.reason, s.construction]).encode())
-            while data: data = data[os.write(w, data):]
-        finally: os._exit(0)
-    try: os.setpgid(pid, pid)                   # here too, so that killpg below finds its group whichever side came first
-    except OSError: pass
-    os.close(w)
-    meter, buf, limit = _Meter(pid, lambda: [pid, *_descendants(pid)], lim), bytearray(), None
-    poll = select.poll(); poll.register(r, select.POLLIN)
-    try:
-        while True:
-            limit = meter.over()
-            if limit: break
-            if poll.poll(max(1, int(meter.wait_s() * 1000))):
-                chunk = os.read(r, 1 << 20)
-                if not chunk: break             # the child is done with its pipe: it sent its score, or it died
-                buf += chunk
-        meter.read()
-        if clock == "cpu" and meter.cpu > lim["cpu_budget_s"]: limit = "cpu"   # it finished between two looks, over its budget
-    finally:
-        for kill, p in ((os.killpg, pid), (os.kill, pid)):   # whatever is left of it and of what it started
-            try: kill(p, signal.SIGKILL)
-            except OSError: pass
-        os.close(r)
-        _, status = os.waitpid(pid, 0)
+    from ugttt.sandbox.budget import WALL_BACKSTOP, run_in_child   # loaded only for a scorer with a time limit
+    from ugttt.sandbox.procs import NCPU
+
+    def call() -> bytes:                        # in the child: score, send the checked Score
+        s = _scored(task, result, strict)
+        return json.dumps([s.valid, s.bound, s.reward, s.reason, s.construction]).encode()
+
+    out = run_in_child(call, timeout_s, clock)
+    limit, lim, status = out.limit, out.lim, out.status
     if limit == "wall": return Score(False, None, 0.0, f"the scorer did not return within {timeout_s:g} s")
     if limit == "cpu":
-        per = f" ({timeout_s:g} s x {_NCPU} CPUs)" if _NCPU > 1 else ""
+        per = f" ({timeout_s:g} s x {NCPU} CPUs)" if NCPU > 1 else ""
         return Score(False, None, 0.0, f"the scorer ran past its {lim['cpu_budget_s']:g} s CPU budget{per}")
     if limit == "backstop":
         return Score(False, None, 0.0, f"the scorer ran past its wall-clock backstop of {lim['backstop_s']:g} s "
                      f"({timeout_s:g} s budget x {WALL_BACKSTOP:g}, waits for a CPU not counted)")
-    try: return Score(*json.loads(buf))
+    try: return Score(*json.loads(out.data))
     except (ValueError, TypeError):             # nothing (or not a score) came back: the child died scoring
         how = (f"killed by signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
                else f"exit status {os.WEXITSTATUS(status)}")

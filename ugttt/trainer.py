@@ -40,7 +40,7 @@ class RunState:
     gen: torch.Generator         # the sampling generator, on the policy's device
     task: Task                   # the problem: prompts, verification, families
     run_dir: Path                # the run directory (24_rundir)
-    sandbox: object = None       # the executor that runs the programs (ugttt.sandbox_ray.Executor); set by the caller
+    sandbox: object = None       # the executor that runs the programs (ugttt.sandbox.ray.Executor); set by the caller
     counter: int = 0             # rollouts generated so far: the adapters' round robin continues from it
     best: float = -math.inf      # the best R_exec so far
     progress: bool = False       # tqdm bars
@@ -231,7 +231,7 @@ def train(
     out_dir,                   # the run directory; must not exist unless resume
     resume: bool = False,      # continue the run in out_dir from its last complete epoch
     progress: bool = True,     # tqdm bars and one summary line per epoch
-    sandbox=None,              # an executor (ugttt.sandbox_ray.Executor) on cfg.budget_clock; default: open_executor(cfg)
+    sandbox=None,              # an executor (ugttt.sandbox.ray.Executor) on cfg.budget_clock; default: open_executor(cfg)
     task: Task | None = None,  # the run's task, when the caller has run preflight (the command line); None: train runs it
 ) -> list[dict]:               # the per-epoch metric records
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
@@ -296,8 +296,8 @@ def preflight(
     return task
 
 def open_executor(cfg: TrainConfig):
-    "The run's own executor (ugttt.sandbox_ray.make_executor): its sandbox section, budget and clock."
-    from ugttt.sandbox_ray import make_executor
+    "The run's own executor (ugttt.sandbox.ray.make_executor): its sandbox section, budget and clock."
+    from ugttt.sandbox.ray import make_executor
     s = cfg.sandbox
     return make_executor(s.executor, workers=s.workers, budget_s=cfg.budget_s, address=s.ray_address,
                          budget_clock=cfg.budget_clock, isolation=s.isolation)

@@ -8,7 +8,7 @@ import json, re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
 from typing import Callable
-from .sandbox import _check_budget
+from .sandbox.budget import check_budget
 from .tasks import State, Task, get_task
 
 # %% auto #0
@@ -62,13 +62,13 @@ def parent_state(
 def reward_function(
     task: str | Task,              # a task name, your own problem's "package.module:attr", or a Task
     budget_s: float = 10.0,        # budget of each program, seconds on the sandbox's budget_clock
-    sandbox=None,                  # an executor (ugttt.sandbox.Sandbox or ugttt.sandbox_ray.RaySandbox); None: the default sandbox
+    sandbox=None,                  # an executor (ugttt.sandbox.Sandbox or ugttt.sandbox.ray.RaySandbox); None: the default sandbox
     workers: int = 2,              # programs verified at once (threads feeding the executor)
     parent_column: str = "parent", # the dataset column holding each row's parent (state_to_json); absent: the root
 ) -> Callable[..., list[float]]:   # reward(completions, **kwargs) -> one float per completion
     "A TRL reward function that extracts, runs and scores each completion with the task's verifier, as UG-TTT does."
     task = task if isinstance(task, Task) else get_task(task)
-    budget_s = _check_budget(budget_s)
+    budget_s = check_budget(budget_s)
     if type(workers) is not int or workers < 1: raise ValueError(f"workers must be an int >= 1, got {workers!r}")
 
     def reward(completions: list, **kwargs) -> list[float]:
