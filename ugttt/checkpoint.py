@@ -93,7 +93,7 @@ def _sampler_max_bytes(cfg: TrainConfig) -> int:
     state = 12 * (MAX_PROGRAM_CHARS + 100_000) + 32 * (MAX_ENTRIES + cfg.epochs) + 4096   # program, output, numbers, ids
     return (cfg.puct.max_buffer + cfg.groups_per_epoch * (cfg.group_size + 2)) * state + 2**20
 
-# %% ../nbs/28_checkpoint.ipynb #b8f13d8d
+# %% ../nbs/28_checkpoint.ipynb #5b3dd81e
 def _read_state(
     path: Path,        # checkpoints/epoch_XXXX/trainer_state.pt
     epoch: int,        # the epoch latest.json names
@@ -132,6 +132,7 @@ def _read_state(
         except RuntimeError as e: raise bad(f"{k} is not a valid {device} RNG state ({_first_line(e)})") from None
     return st
 
+# %% ../nbs/28_checkpoint.ipynb #f7c8d671
 def _optimizer_mismatch(
     o,            # one of the run's optimisers
     s,            # its saved state dict
@@ -153,6 +154,7 @@ def _optimizer_mismatch(
         if why: return f"parameter {i}: {why}"
     return None
 
+# %% ../nbs/28_checkpoint.ipynb #f77bb222
 def _adamw_mismatch(
     entry: dict,          # one parameter's saved state
     p: torch.Tensor,      # the parameter
@@ -191,6 +193,7 @@ def _moment_bound(
     c = (1 - b1) * math.sqrt(sum((b1 * b1 / b2) ** j for j in range(t)) / (1 - b2))
     return c if math.isfinite(c) else None
 
+# %% ../nbs/28_checkpoint.ipynb #fa2e5deb
 def _first_line(e: BaseException) -> str:
     "The first line of an exception's message, for a one-line error."
     text = str(e).strip().splitlines()

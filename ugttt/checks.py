@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_checks.ipynb #2a2d462e
 from __future__ import annotations
-import reprlib
+import builtins, reprlib
 
 # %% auto #0
 __all__ = ['is_int', 'quote', 'clip', 'check_int', 'patch_to']
@@ -70,5 +70,5 @@ def patch_to(
         f.__qualname__ = f"{cls.__name__}.{f.__name__}"
         setattr(cls, f.__name__, classmethod(f) if cls_method else f)
         home = getattr(f, "__wrapped__", f).__globals__   # a decorated function (@contextmanager): the module that defined it
-        return home.get(f.__name__)   # what the name held before: a method never rebinds a module-level name
+        return home.get(f.__name__, getattr(builtins, f.__name__, None))   # what the name meant before: a module name or a builtin
     return add

@@ -70,7 +70,7 @@ def config_help() -> dict[str, str]:
     notes = {**field_comments(TrainConfig), **{f"{sec}.{k}": v for sec, cls in SECTIONS.items() for k, v in field_comments(cls).items()}}
     return {flag: notes.get(flag, f"({type_name(tp)})") for flag, tp in config_flags().items()}
 
-# %% ../nbs/33_cli.ipynb #3abab027
+# %% ../nbs/33_cli.ipynb #b2d729d2
 class _Parser(argparse.ArgumentParser):
     "An ArgumentParser whose errors are one line and exit code 2."
     def error(self, message):
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "Exit status 1 when auto would refuse to run programs here (no mode that confines files works).")
     return p
 
+# %% ../nbs/33_cli.ipynb #6d50cda7
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     "task, method, preset, --config, --reference and a flag per config field, shared by train and plan."
     p.add_argument("--task", metavar="TASK", help=f"a benchmark ({', '.join(TASK_NAMES)}; default {DEFAULT_TASK}) or your own problem "

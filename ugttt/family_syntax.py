@@ -16,6 +16,7 @@ import re
 import tokenize
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from .checks import patch_to
 
 # %% ../nbs/04_family_syntax.ipynb #66ce000f
 _KINDS = {tokenize.NAME: 'name', tokenize.NUMBER: 'number', tokenize.STRING: 'string',
@@ -144,12 +145,12 @@ def import_aliases(tokens: list[tuple[str, str]], # `code_tokens(code)[0]`
         i = max(j, i + 1)
     return aliases
 
-# %% ../nbs/04_family_syntax.ipynb #c155d7f8
+# %% ../nbs/04_family_syntax.ipynb #db9222b5
 def _singular(w: str) -> str:
     "Naive singular of a word (`rings` → `ring`); short words and `ss` endings are kept."
     return w[:-1] if len(w) > 3 and w.endswith('s') and not w.endswith('ss') else w
 
-
+# %% ../nbs/04_family_syntax.ipynb #abc4024a
 @dataclass(frozen=True)
 class CodeFeatures:
     "Token-level features of one program, the only thing family rules look at."
@@ -195,14 +196,6 @@ class CodeFeatures:
         "Some call's callee equals or ends with one of `suffixes` ('sqrt' ~ np.sqrt(...), math.sqrt(...))."
         return self._chain_match(self.calls, suffixes)
 
-    def string(self, *vals: str) -> bool:
-        "Some string literal equals one of `vals` (lower-case): method='SLSQP' ~ 'slsqp'."
-        return any(v in self.strings for v in vals)
-
-    def code_re(self, pattern: str) -> bool:
-        "The regex matches the lower-case code tokens joined as in `code` (comments and strings excluded)."
-        return re.search(pattern, self.code) is not None
-
     @cached_property
     def _closing(self) -> dict:
         "Index of each '(' in `code` mapped to its matching ')' (one pass; unclosed ones are absent)."
@@ -212,12 +205,24 @@ class CodeFeatures:
             elif ch == ')' and stack: close[stack.pop()] = j
         return close
 
-    def call_args(self, *funcs: str) -> list[str]:
-        "The argument text (as in `code`) of every call of a function named one of `funcs` (any module, or an alias of one)."
-        funcs = set(funcs) | {a for a, full in self.aliases if full.rsplit('.', 1)[-1] in funcs}
-        pattern = rf'(?<![\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, sorted(funcs)))})\('   # a lookbehind: nested calls all match
-        return [self.code[m.end():self._closing[m.end() - 1]] for m in re.finditer(pattern, self.code)
-                if m.end() - 1 in self._closing]
+# %% ../nbs/04_family_syntax.ipynb #abaa627b
+@patch_to(CodeFeatures)
+def string(self: CodeFeatures, *vals: str) -> bool:
+    "Some string literal equals one of `vals` (lower-case): method='SLSQP' ~ 'slsqp'."
+    return any(v in self.strings for v in vals)
+
+@patch_to(CodeFeatures)
+def code_re(self: CodeFeatures, pattern: str) -> bool:
+    "The regex matches the lower-case code tokens joined as in `code` (comments and strings excluded)."
+    return re.search(pattern, self.code) is not None
+
+@patch_to(CodeFeatures)
+def call_args(self: CodeFeatures, *funcs: str) -> list[str]:
+    "The argument text (as in `code`) of every call of a function named one of `funcs` (any module, or an alias of one)."
+    funcs = set(funcs) | {a for a, full in self.aliases if full.rsplit('.', 1)[-1] in funcs}
+    pattern = rf'(?<![\w.])(?:[a-z_]\w*\.)*(?:{"|".join(map(re.escape, sorted(funcs)))})\('   # a lookbehind: nested calls all match
+    return [self.code[m.end():self._closing[m.end() - 1]] for m in re.finditer(pattern, self.code)
+            if m.end() - 1 in self._closing]
 
 # %% ../nbs/04_family_syntax.ipynb #c932964d
 _STR_BODY = re.compile(r'^[rRbBuUfF]{0,2}(\'\'\'|"""|\'|")(.*?)(?:\1)?$', re.DOTALL)

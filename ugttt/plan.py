@@ -65,7 +65,7 @@ def count_parameters(
     base = sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n)
     return dict(base=base, per_adapter=lora[names[0]] if names else 0, adapters=sum(lora.values()), n_adapters=len(names))
 
-# %% ../nbs/32_plan.ipynb #b7c0752f
+# %% ../nbs/32_plan.ipynb #ae57769c
 @dataclass
 class Plan:
     "Parameters, memory by component and phase, and the work of one epoch, for one run config."
@@ -92,6 +92,7 @@ class Plan:
 
 CUDA_CONTEXT_BYTES = 2**30   # the CUDA context outside the allocator (assumed; bench/gpu_check.py measures it)
 
+# %% ../nbs/32_plan.ipynb #197c821a
 def plan(
     cfg: TrainConfig,             # the run (make_config)
     gpu_gib: float | None = None,  # GPU memory to judge against, GiB (None: no verdict)
