@@ -6,7 +6,6 @@ extraction edge cases (no code, prose only, unclosed fence, __future__ imports);
 and reported in the program's own lines; output kept as the sandbox returned it and fenced in the next prompt; every
 way a program can end becomes an Evaluation; child states.
 """
-import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -133,10 +132,8 @@ def test_exceptions(sandbox, task_name):
 @pytest.mark.parametrize("task_name", ["ac1", "erdos"])
 def test_timeouts(sandbox, task_name):
     task = get_task(task_name)
-    start = time.perf_counter()
     ev = task.evaluate(fenced(f"def {task.entry_point}():\n    while True:\n        pass"), budget_s=1.0, sandbox=sandbox)
-    assert_failed(ev, "timeout")
-    assert time.perf_counter() - start < 1.0 + 2.0, "the budget was not enforced"
+    assert_failed(ev, "timeout: exceeded 1 s CPU budget")   # stopped by its CPU budget: a wall-clock bound would fail on a loaded machine
 
 
 def test_wrong_entry_point(sandbox):
