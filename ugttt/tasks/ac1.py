@@ -6,11 +6,11 @@
 from __future__ import annotations
 import numpy as np
 from ..scoring import as_float_array, full_convolution, clipped_heights, c1_upper_bound, score_ac1
-from ..families import AC1_RULES
+from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_genetic, uses_gradient, uses_scipy_min, uses_sqrt_2n
 from .core import Task
 
 # %% auto #0
-__all__ = ['REFERENCE_AC_SEED', 'TASK', 'uniform_heights']
+__all__ = ['REFERENCE_AC_SEED', 'AC1_RULES', 'TASK', 'uniform_heights']
 
 # %% ../../nbs/41_task_ac1.ipynb #c426c7d8
 REFERENCE_AC_SEED = 42   # the reference's AC root: default_rng(42).random(1000) ("random_no_code")
@@ -20,6 +20,21 @@ def uniform_heights(
 ) -> np.ndarray:                # (1000,) heights uniform on [0, 1)
     "The AC root construction: 1000 heights uniform on [0, 1)."
     return rng.random(1000)
+
+# %% ../../nbs/41_task_ac1.ipynb #3408ec0b
+AC1_RULES = (
+    Rule('sqrt_2n_analytic', 'computes √(2n) in code: np.sqrt(2 * n), sqrt(2*len(a)), (2*n)**0.5 (paper winning motif)', uses_sqrt_2n),
+    Rule('lp', 'linear programming: linprog / milp (scipy.optimize), cvxpy, pulp',
+         lambda f: f.call('linprog', 'milp') or f.name('linprog', 'cvxpy', 'pulp')),
+    Rule('diff_evo', 'differential_evolution, or the phrase "differential evolution"', uses_diff_evo),
+    BASINHOPPING_RULE,
+    Rule('genetic', '"genetic"; or population with mutate/mutation/crossover; or mutation with crossover', uses_genetic),
+    Rule('scipy_min', 'scipy minimize(...) or a local method string (SLSQP, L-BFGS-B, ...)', uses_scipy_min),
+    SIM_ANNEAL_RULE,
+    Rule('grad_descent', 'Adam, gradient ascent/descent, "gradient step", or autograd (torch .backward(), jax.grad)', uses_gradient),
+    GREEDY_LOCAL_RULE,
+    RANDOM_SEARCH_RULE,
+)
 
 # %% ../../nbs/41_task_ac1.ipynb #5594bcd6
 TASK = Task(

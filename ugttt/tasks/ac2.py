@@ -6,12 +6,34 @@
 from __future__ import annotations
 import numpy as np
 from ..scoring import as_float_array, full_convolution, clipped_heights, c2_lower_bound, score_ac2
-from ..families import AC2_RULES
+from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, LOCAL_METHODS, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_gradient, uses_scipy_minimize
 from .ac1 import REFERENCE_AC_SEED, uniform_heights
 from .core import Task
 
 # %% auto #0
-__all__ = ['TASK']
+__all__ = ['AC2_RULES', 'TASK']
+
+# %% ../../nbs/42_task_ac2.ipynb #96a33eef
+AC2_RULES = (
+    SIM_ANNEAL_RULE,
+    Rule('diff_evo', 'differential_evolution, or the phrase "differential evolution" (paper winning motif)', uses_diff_evo),
+    BASINHOPPING_RULE,
+    Rule('shgo', 'scipy.optimize.shgo', lambda f: f.name('shgo')),
+    Rule('cma_es', 'the cma package (cma.*, cmaes, cma_es) or "CMA-ES"',
+         lambda f: f.name('cma', 'cmaes', 'cma_es') or f.phrase('cma es')),
+    Rule('particle_swarm', 'pyswarm(s), "particle swarm", or the word PSO',
+         lambda f: f.name('pyswarm', 'pyswarms') or f.phrase('particle swarm') or f.word('pso')),
+    Rule('genetic', '"genetic", tournament selection, or mutation with crossover/elite',
+         lambda f: f.word('genetic', 'tournament')
+         or (f.word('mutation', 'mutate') and f.word('crossover', 'elite', 'elitism'))),
+    Rule('gradient_based/method', 'a local scipy method: SLSQP, L-BFGS(-B), Nelder-Mead, trust-constr, COBYLA, Powell, ...',
+         lambda f: f.string(*LOCAL_METHODS) or f.name('fmin_l_bfgs_b', 'lbfgs'), family='gradient_based'),
+    Rule('gradient_based/gradient', 'Adam, gradient ascent/descent, "gradient step", or autograd (torch .backward(), jax.grad)',
+         uses_gradient, family='gradient_based'),
+    Rule('gradient_based/minimize', 'scipy minimize(...)', uses_scipy_minimize, family='gradient_based'),
+    GREEDY_LOCAL_RULE,
+    RANDOM_SEARCH_RULE,
+)
 
 # %% ../../nbs/42_task_ac2.ipynb #30aa1e16
 TASK = Task(

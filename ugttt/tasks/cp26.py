@@ -6,11 +6,31 @@
 from __future__ import annotations
 import numpy as np
 from ..scoring import as_float_array, validate_packing, score_cp26
-from ..families import CP26_RULES
+from ..families import Rule, has_non_uniform_rows, has_uniform_rows, uses_scipy_min
 from .core import Task
 
 # %% auto #0
-__all__ = ['TASK']
+__all__ = ['CP26_RULES', 'TASK']
+
+# %% ../../nbs/43_task_cp26.ipynb #231a4939
+CP26_RULES = (
+    Rule('non_uniform_rows', 'a list of >= 3 positive ints summing to 26 with >= 2 distinct values, e.g. [5,5,5,5,6] (paper winning motif)', has_non_uniform_rows),
+    Rule('hex_grid', 'hexagonal / hexagon / honeycomb / staggered rows, hex with grid/lattice/packing, or a triangular lattice',
+         lambda f: f.word('hexagonal', 'hexagon', 'hexgrid', 'honeycomb', 'staggered')
+         or (f.word('hex') and f.word('grid', 'lattice', 'packing')) or f.phrase('triangular lattice')),
+    Rule('concentric', 'concentric, or the whole word ring(s) (not "string")', lambda f: f.word('concentric', 'ring')),
+    Rule('greedy', 'greedy placement (the word greedy)', lambda f: f.word('greedy')),
+    Rule('equal_radii', 'one radius for all: np.full(n, ...) or np.ones(n) * r',
+         lambda f: f.code_re(r'(?:^|[^\w.])(?:np|numpy)\.full\(n,') or f.code_re(r'(?:^|[^\w.])(?:np|numpy)\.ones\(n\)\*')),
+    Rule('uniform_rows_5x5', '5x5 / 5 x 5 / 5*5, or a list of equal ints summing to 25 or 26', has_uniform_rows),
+    Rule('grid', 'a grid (the word grid, meshgrid)', lambda f: f.word('grid', 'meshgrid')),
+    Rule('force_directed', 'force with directed/repulsion/repel',
+         lambda f: f.word('force') and f.word('directed', 'direct', 'repulsion', 'repulsive', 'repel', 'repulse')),
+    Rule('variable_radii', 'radii as optimisation variables: radii = x[...], or variable(s) with radius/radii',
+         lambda f: f.code_re(r'(?:^|[^\w.])(?:radii|radius|r)=(?:x|z|v|params|vars)\[')
+         or (f.word('variable') and f.word('radius', 'radii', 'radiu'))),
+    Rule('scipy_min', 'optimiser refinement: scipy minimize(...) or SLSQP / trust-constr / L-BFGS-B', uses_scipy_min),
+)
 
 # %% ../../nbs/43_task_cp26.ipynb #4b346a78
 TASK = Task(

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 from ..scoring import (as_float_array, full_convolution, overlap_step_function, c5_upper_bound, verify_c5_solution,
                            score_erdos)
-from ..families import ERDOS_RULES
+from ..families import Rule, has_gaussian, has_step_function
 from .core import Task
 
 # %% auto #0
-__all__ = ['TASK', 'random_overlap_step']
+__all__ = ['ERDOS_RULES', 'TASK', 'random_overlap_step']
 
 # %% ../../nbs/44_task_erdos.ipynb #c1735662
 def random_overlap_step(
@@ -22,6 +22,24 @@ def random_overlap_step(
     u = rng.uniform(-0.4, 0.4, n)
     h = 0.5 + u - np.mean(u)
     return h, c5_upper_bound(h), n
+
+# %% ../../nbs/44_task_erdos.ipynb #bd66aa1c
+ERDOS_RULES = (
+    Rule('fourier', 'fourier / harmonic(s), or sin/cos calls: h = a + b*sin(kx) (paper winning motif)',
+         lambda f: f.word('fourier', 'harmonic') or f.call('sin', 'cos')),
+    Rule('bump_triangle', 'the whole words triangular, triangle, tent (not content/potential/intent), or bump when the bump is not Gaussian',
+         lambda f: f.word('triangular', 'triangle', 'tent') or (f.word('bump') and not has_gaussian(f))),
+    Rule('gaussian_bump', 'a Gaussian exp(-(...)**2) / exp(-square(...)) / norm.pdf in code, or the word gaussian (not "gaussian noise")', has_gaussian),
+    Rule('step_function', 'an indicator init: step_function in an identifier, heaviside, np.where(x < c, 1, 0), h[:k] = 1, characteristic/indicator function', has_step_function),
+    Rule('piecewise', 'piecewise (np.piecewise, "piecewise linear/constant")', lambda f: f.word('piecewise')),
+    Rule('warm_start', "initial_h_values (the injected parent, as a name or 'initial_h_values'), or warm start",
+         lambda f: f.name('initial_h_values') or f.string('initial_h_values') or f.phrase('warm start') or f.word('warmstart')),
+    Rule('random_init', 'random draws: np.random.uniform/rand/randn/random/normal, or default_rng() draws',
+         lambda f: f.call('random.uniform', 'random.rand', 'random.randn', 'random.random', 'random.normal')
+         or (f.name('default_rng') and f.call('uniform', 'random', 'normal'))),
+    Rule('constant_init', 'np.full / np.ones / np.zeros', lambda f: f.call('np.full', 'np.ones', 'np.zeros', 'numpy.full', 'numpy.ones', 'numpy.zeros')),
+    Rule('linspace_based', 'linspace', lambda f: f.name('linspace')),
+)
 
 # %% ../../nbs/44_task_erdos.ipynb #25b7711e
 TASK = Task(
