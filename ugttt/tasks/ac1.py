@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 from ..scoring import as_float_array, full_convolution, clipped_heights, c1_upper_bound, score_ac1
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_genetic, uses_gradient, uses_scipy_min, uses_sqrt_2n
-from .core import Task
+from ..corpus import sig_digits, templates
+from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['REFERENCE_AC_SEED', 'AC1_RULES', 'TASK', 'uniform_heights']
+__all__ = ['REFERENCE_AC_SEED', 'AC1_RULES', 'TASK', 'uniform_heights', 'ac1_params']
 
 # %% ../../nbs/41_task_ac1.ipynb #c426c7d8
 REFERENCE_AC_SEED = 42   # the reference's AC root: default_rng(42).random(1000) ("random_no_code")
@@ -36,6 +37,37 @@ AC1_RULES = (
     RANDOM_SEARCH_RULE,
 )
 
+# %% ../../nbs/41_task_ac1.ipynb #759bd572
+def ac1_params(
+    template: str,              # a template of the corpus
+    rng: np.random.Generator,   # source of the numeric variation
+) -> dict:                      # slot values for fill_template
+    "Random slot values for an AC1 template: sizes, seeds, iteration counts and step sizes (each program runs < 1 s)."
+    seed = int(rng.integers(100))
+    if template == "sqrt_2n":
+        return dict(seed=seed, n=int(rng.choice([16, 24, 32, 48, 64, 100, 128])), it=int(rng.choice([100, 200, 300])),
+                    tau=sig_digits(10 ** rng.uniform(-2.5, -1), 2), lr=sig_digits(10 ** rng.uniform(-2.5, -1.8), 2))
+    if template == "scipy_min":
+        method = str(rng.choice(["Powell", "Nelder-Mead", "L-BFGS-B"]))
+        it = int(rng.integers(2, 6)) if method == "Powell" else int(rng.choice([50, 100, 200, 400]))
+        return dict(seed=seed, n=int(rng.integers(8, 24)), off=sig_digits(rng.uniform(0.1, 1.0), 2), method=method, it=it)
+    if template == "diff_evo":
+        return dict(seed=seed, n=int(rng.integers(4, 11)), it=int(rng.choice([10, 20, 30, 50])),
+                    pop=int(rng.choice([5, 8, 10])))
+    if template == "basinhopping":
+        return dict(seed=seed, n=int(rng.integers(6, 16)), it=int(rng.integers(2, 8)), step=sig_digits(rng.uniform(0.05, 0.5), 2))
+    if template == "sim_anneal":
+        return dict(seed=seed, n=int(rng.integers(10, 40)), steps=int(rng.choice([500, 1000, 2000, 4000])),
+                    t0=sig_digits(10 ** rng.uniform(-3, -1), 2), sigma=sig_digits(rng.uniform(0.05, 0.3), 2))
+    if template == "grad_descent":
+        return dict(seed=seed, n=int(rng.choice([20, 30, 50, 80, 120])), noise=sig_digits(rng.uniform(0.05, 0.5), 2),
+                    it=int(rng.choice([100, 200, 500, 1000])), lr=sig_digits(10 ** rng.uniform(-2.5, -1.5), 2),
+                    tau=sig_digits(10 ** rng.uniform(-2, -1.3), 2))
+    if template == "genetic":
+        return dict(seed=seed, n=int(rng.integers(8, 20)), size=int(rng.choice([20, 30, 40])),
+                    gens=int(rng.choice([20, 40, 60])), sigma=sig_digits(rng.uniform(0.02, 0.2), 2))
+    raise KeyError(f"unknown AC1 template {template!r}; known: {sorted(templates('ac1'))}")
+
 # %% ../../nbs/41_task_ac1.ipynb #5594bcd6
 TASK = Task(
     name="ac1", entry_point="propose_candidate", direction="min", best_known=1.5028628982558263, target=1.5030,
@@ -53,4 +85,5 @@ TASK = Task(
     scorer=score_ac1, root=uniform_heights, helpers=(as_float_array, full_convolution, clipped_heights, c1_upper_bound),
     aliases=("evaluate_sequence = c1_upper_bound",),
     trusted_scorer=True, family_rules=AC1_RULES, winning_motifs=('sqrt_2n_analytic',), streams_by_default=True,
-    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000))
+    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000),
+    corpus=CorpusSpec(0, ac1_params, "templates/ac1"))

@@ -8,10 +8,11 @@ import numpy as np
 from ..scoring import as_float_array, full_convolution, clipped_heights, c2_lower_bound, score_ac2
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, LOCAL_METHODS, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_gradient, uses_scipy_minimize
 from .ac1 import REFERENCE_AC_SEED, uniform_heights
-from .core import Task
+from ..corpus import sig_digits, templates
+from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['AC2_RULES', 'TASK']
+__all__ = ['AC2_RULES', 'TASK', 'ac2_params']
 
 # %% ../../nbs/42_task_ac2.ipynb #96a33eef
 AC2_RULES = (
@@ -35,6 +36,34 @@ AC2_RULES = (
     RANDOM_SEARCH_RULE,
 )
 
+# %% ../../nbs/42_task_ac2.ipynb #79e0afec
+def ac2_params(
+    template: str,              # a template of the corpus
+    rng: np.random.Generator,   # source of the numeric variation
+) -> dict:                      # slot values for fill_template
+    "Random slot values for an AC2 template (sizes, seeds, iteration counts, step sizes)."
+    seed = int(rng.integers(100))
+    if template == "dual_annealing":
+        return dict(seed=seed, n=int(rng.integers(4, 12)), it=int(rng.choice([20, 50, 100, 200])))
+    if template == "diff_evo":
+        return dict(seed=seed, n=int(rng.integers(4, 11)), it=int(rng.choice([10, 20, 30, 50])),
+                    pop=int(rng.choice([5, 8, 10])))
+    if template == "basinhopping":
+        return dict(seed=seed, n=int(rng.integers(6, 16)), it=int(rng.integers(2, 8)), step=sig_digits(rng.uniform(0.05, 0.5), 2))
+    if template == "gradient":
+        return dict(seed=seed, n=int(rng.integers(8, 30)), it=int(rng.choice([20, 50, 100, 200])),
+                    lr=sig_digits(10 ** rng.uniform(-2.5, -0.7), 2))
+    if template == "genetic":
+        return dict(seed=seed, n=int(rng.integers(8, 20)), size=int(rng.choice([20, 30, 40])),
+                    gens=int(rng.choice([20, 40, 60])), sigma=sig_digits(rng.uniform(0.02, 0.2), 2))
+    if template == "hill_climb":
+        return dict(seed=seed, n=int(rng.integers(10, 40)), it=int(rng.choice([300, 1000, 2000, 4000])),
+                    sigma=sig_digits(rng.uniform(0.05, 0.5), 2))
+    if template == "random_search":
+        return dict(seed=seed, n=int(rng.integers(10, 60)), it=int(rng.choice([50, 200, 500, 1000])),
+                    off=sig_digits(rng.uniform(0, 2), 2))
+    raise KeyError(f"unknown AC2 template {template!r}; known: {sorted(templates('ac2'))}")
+
 # %% ../../nbs/42_task_ac2.ipynb #30aa1e16
 TASK = Task(
     name="ac2", entry_point="construct_function", direction="max", best_known=0.9610210777840241, target=0.97,
@@ -52,4 +81,5 @@ TASK = Task(
     aliases=("evaluate_sequence = c2_lower_bound",),
     trusted_scorer=True, family_rules=AC2_RULES,
     winning_motifs=('diff_evo', 'gradient_based/method', 'gradient_based/gradient', 'gradient_based/minimize'),
-    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000))
+    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000),
+    corpus=CorpusSpec(1, ac2_params, "templates/ac2"))

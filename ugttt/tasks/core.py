@@ -27,8 +27,8 @@ from ..prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, chat_prompt, co
 from ..scoring import MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, Score
 
 # %% auto #0
-__all__ = ['THINK_START', 'THINK_END', 'MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'Task', 'verifier_source', 'task_names',
-           'get_task', 'check_task', 'extract_program', 'program_source']
+__all__ = ['THINK_START', 'THINK_END', 'MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'verifier_source',
+           'task_names', 'get_task', 'check_task', 'extract_program', 'program_source']
 
 # %% ../../nbs/07_tasks.ipynb #dccf75f3
 THINK_START, THINK_END = "<think>", "</think>"   # a thinking phase (Qwen3 chat models, the embedded model) sits between these
@@ -65,6 +65,15 @@ class Evaluation:
         return State(code=self.code, construction=self.construction, bound=self.bound, reward=self.reward,
                      parent_bounds=ancestors, stdout=self.stdout)
 
+# %% ../../nbs/07_tasks.ipynb #c8ffc771
+@dataclass(frozen=True)
+class CorpusSpec:
+    "Where a benchmark's corpus programs come from: its random stream, its slot sampler and its template directory."
+    stream: int                    # generate_programs draws from default_rng([seed, stream]): one stream per benchmark
+    params: Callable               # (template name, rng) -> the slot values of one program
+    templates: str                 # the directory of corpus.json and the <name>.py.tmpl files, inside `package`
+    package: str = "ugttt.tasks"   # the package that holds the directory (read with importlib.resources)
+
 # %% ../../nbs/07_tasks.ipynb #aa0268f1
 @dataclass(frozen=True)
 class Task:
@@ -93,6 +102,7 @@ class Task:
     fixed_root_seed: int | None = field(default=None, repr=False)  # every root drawn from this seed; None: the run's seed + i
     admission_lengths: tuple | None = field(default=None, repr=False)   # (min, max) entries admitted to the PUCT buffer; None: any
     winning_motifs: tuple = field(default=(), repr=False)          # names of the rules that make up the paper's winning motif (App. G)
+    corpus: CorpusSpec | None = field(default=None, repr=False, compare=False)   # the embedded model's corpus programs; None: none
 
     def score(self,
               result,                           # what the program returned (plain data)
@@ -314,6 +324,7 @@ def _check_defaults(
         raise bad("admission_lengths", f"must be None or a pair (min, max) of lengths, got {a!r}")
     if not (isinstance(task.winning_motifs, tuple) and all(isinstance(m, str) for m in task.winning_motifs)):
         raise bad("winning_motifs", "must be a tuple of rule names")
+    if task.corpus is not None and not isinstance(task.corpus, CorpusSpec): raise bad("corpus", "must be None or a CorpusSpec")
 
 # %% ../../nbs/07_tasks.ipynb #e8733fd6
 _PYTHON_BLOCK = re.compile(r"```python[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", re.DOTALL)   # body ends at a fence opening a line

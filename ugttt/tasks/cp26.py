@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 from ..scoring import as_float_array, validate_packing, score_cp26
 from ..families import Rule, has_non_uniform_rows, has_uniform_rows, uses_scipy_min
-from .core import Task
+from ..corpus import sig_digits, templates
+from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['CP26_RULES', 'TASK']
+__all__ = ['CP26_RULES', 'CP26_ROWS', 'TASK', 'cp26_params']
 
 # %% ../../nbs/43_task_cp26.ipynb #231a4939
 CP26_RULES = (
@@ -32,6 +33,43 @@ CP26_RULES = (
     Rule('scipy_min', 'optimiser refinement: scipy minimize(...) or SLSQP / trust-constr / L-BFGS-B', uses_scipy_min),
 )
 
+# %% ../../nbs/43_task_cp26.ipynb #af813665
+# row layouts summing to 26 (the non-uniform-rows family); [5, 5, 5, 5, 6] is the paper's motif
+CP26_ROWS = ([5, 5, 5, 5, 6], [6, 5, 5, 5, 5], [5, 5, 6, 5, 5], [5, 6, 5, 5, 5], [5, 5, 5, 6, 5], [6, 5, 4, 5, 6],
+             [4, 5, 4, 5, 4, 4], [5, 4, 4, 4, 4, 5], [6, 6, 7, 7], [4, 4, 5, 4, 4, 5], [5, 5, 4, 6, 6], [6, 7, 6, 7])
+
+def cp26_params(
+    template: str,              # a template of the corpus
+    rng: np.random.Generator,   # source of the numeric variation
+) -> dict:                      # slot values for fill_template
+    "Random slot values for a CP26 template (layout sizes, jitter, seeds, caps, the pairwise shrink factor)."
+    seed, shrink = int(rng.integers(100)), str(rng.choice(["1.0", "0.999", "0.99", "0.98"]))
+    if template == "grid":
+        return dict(shrink=shrink, r0=sig_digits(rng.uniform(0.08, 0.12), 2), ex=sig_digits(rng.uniform(0.05, 0.95), 2),
+                    ey=sig_digits(rng.uniform(0.05, 0.95), 2))
+    if template == "non_uniform_rows":
+        return dict(shrink=shrink, r0=sig_digits(rng.uniform(0.4, 0.6), 2), rows=str(CP26_ROWS[rng.integers(len(CP26_ROWS))]),
+                    jit=sig_digits(rng.choice([0.0, 0.0, rng.uniform(0, 0.03)]), 2))
+    if template == "hex":
+        m = int(rng.choice([5, 6]))
+        s = 1 / (m + rng.uniform(-0.2, 0.4))
+        return dict(shrink=shrink, r0=sig_digits(rng.uniform(0.4, 0.6), 2), m=m, s=sig_digits(s), x0=sig_digits(s / 2 + rng.uniform(-0.02, 0.02)))
+    if template == "concentric":
+        k1, k2 = int(rng.integers(5, 8)), int(rng.integers(9, 13))
+        return dict(shrink=shrink, r0=sig_digits(rng.uniform(0.05, 0.15), 2), k1=k1, k2=k2, k3=25 - k1 - k2,
+                    r1=sig_digits(rng.uniform(0.15, 0.2), 2), r2=sig_digits(rng.uniform(0.28, 0.34), 2),
+                    r3=sig_digits(rng.uniform(0.4, 0.47), 2), phase=sig_digits(rng.uniform(0, 3), 2))
+    if template == "equal_radii":
+        return dict(seed=seed, m=int(rng.choice([5, 6])), jit=sig_digits(rng.uniform(0, 0.01), 2))
+    if template == "force":
+        return dict(shrink=shrink, r0=sig_digits(rng.uniform(0.08, 0.12), 2), seed=seed, it=int(rng.choice([50, 100, 200])),
+                    pw=sig_digits(rng.uniform(1, 2), 2), step=sig_digits(10 ** rng.uniform(-2.5, -1.5), 2))
+    if template == "lp_radii":
+        return dict(shrink=shrink, seed=seed, jit=sig_digits(rng.uniform(0, 0.03), 2))
+    if template == "greedy":
+        return dict(seed=seed, cand=int(rng.choice([100, 300, 1000, 3000])))
+    raise KeyError(f"unknown CP26 template {template!r}; known: {sorted(templates('cp26'))}")
+
 # %% ../../nbs/43_task_cp26.ipynb #4b346a78
 TASK = Task(
     name="cp26", entry_point="run_packing", direction="max", best_known=2.6359830849176076, target=2.636,
@@ -44,4 +82,5 @@ TASK = Task(
     returns_short="(centers (26,2), radii (26,), sum_radii)", unit="circles", digits=6, warm_start=None,
     scorer=score_cp26, root=None, helpers=(as_float_array, validate_packing),
     trusted_scorer=True, family_rules=CP26_RULES, winning_motifs=('non_uniform_rows',), streams_by_default=True,
-    reference_percentile=25.0)
+    reference_percentile=25.0,
+    corpus=CorpusSpec(2, cp26_params, "templates/cp26"))

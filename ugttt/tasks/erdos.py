@@ -8,10 +8,11 @@ import numpy as np
 from ..scoring import (as_float_array, full_convolution, overlap_step_function, c5_upper_bound, verify_c5_solution,
                            score_erdos)
 from ..families import Rule, has_gaussian, has_step_function
-from .core import Task
+from ..corpus import sig_digits, templates
+from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['ERDOS_RULES', 'TASK', 'random_overlap_step']
+__all__ = ['ERDOS_RULES', 'TASK', 'random_overlap_step', 'erdos_params']
 
 # %% ../../nbs/44_task_erdos.ipynb #c1735662
 def random_overlap_step(
@@ -41,6 +42,35 @@ ERDOS_RULES = (
     Rule('linspace_based', 'linspace', lambda f: f.name('linspace')),
 )
 
+# %% ../../nbs/44_task_erdos.ipynb #df97fd47
+def erdos_params(
+    template: str,              # a template of the corpus
+    rng: np.random.Generator,   # source of the numeric variation
+) -> dict:                      # slot values for fill_template
+    "Random slot values for an Erdős template (n, shape parameters, seeds, iteration counts, step sizes)."
+    seed, n = int(rng.integers(100)), int(rng.choice([40, 50, 60, 80, 100, 150, 200]))
+    if template == "fourier":
+        return dict(n=n, b=sig_digits(rng.uniform(-0.5, 0.5), 2), k=int(rng.integers(1, 4)), c=sig_digits(rng.uniform(-0.3, 0.3), 2),
+                    j=int(rng.integers(1, 4)))
+    if template == "triangle":
+        return dict(n=n, w=sig_digits(rng.uniform(0.5, 1.0), 2), amp=sig_digits(rng.uniform(0.7, 1.0), 2))
+    if template == "gaussian":
+        return dict(n=n, s=sig_digits(rng.uniform(0.3, 0.6), 2), amp=sig_digits(rng.uniform(0.7, 1.0), 2))
+    if template == "step_function":
+        levels = np.round(np.sort(rng.uniform(0, 1, int(rng.integers(2, 5)))), 2).tolist()
+        return dict(n=n, levels=str(levels))
+    if template == "random_local":
+        return dict(n=int(rng.choice([30, 40, 50, 60])), seed=seed, amp=sig_digits(rng.uniform(0.3, 1.0), 2),
+                    it=int(rng.choice([500, 1000, 2000, 4000])), delta=sig_digits(rng.uniform(0.02, 0.3), 2))
+    if template == "constant":
+        return dict(n=int(rng.choice([12, 16, 20, 24])), seed=seed, eps=sig_digits(rng.uniform(0.05, 0.3), 2),
+                    it=int(rng.choice([1, 2, 3])))
+    if template == "linspace":
+        return dict(n=n, lo=sig_digits(rng.uniform(0, 0.3), 2), hi=sig_digits(rng.uniform(0.7, 1), 2))
+    if template == "warm_start":
+        return dict(it=int(rng.integers(1, 6)), w=int(rng.integers(2, 8)))
+    raise KeyError(f"unknown Erdős template {template!r}; known: {sorted(templates('erdos'))}")
+
 # %% ../../nbs/44_task_erdos.ipynb #25b7711e
 TASK = Task(
     name="erdos", entry_point="run", direction="min", best_known=0.3808703105862199, target=0.3808,
@@ -58,4 +88,5 @@ TASK = Task(
     scorer=score_erdos, root=random_overlap_step,
     helpers=(as_float_array, full_convolution, overlap_step_function, c5_upper_bound, verify_c5_solution),
     aliases=("evaluate_erdos_solution = verify_c5_solution",),
-    trusted_scorer=True, family_rules=ERDOS_RULES, winning_motifs=('fourier',), admission_lengths=(0, 1000))
+    trusted_scorer=True, family_rules=ERDOS_RULES, winning_motifs=('fourier',), admission_lengths=(0, 1000),
+    corpus=CorpusSpec(3, erdos_params, "templates/erdos"))
