@@ -70,7 +70,7 @@ RANDOM_SEARCH_RULE = Rule('random_search', 'the phrase "random search", or rando
 _WARNED_RULES: set = set()   # rules that raised once already (warned about)
 
 
-def label_family(task, # 'ac1', 'ac2', 'cp26', 'erdos', or a Task (your own problem's rules are its `family_rules`)
+def label_family(task, # a built-in task name (ugttt.tasks.TASK_NAMES), or a Task (your own problem's rules are its `family_rules`)
                  code: str, # the program (the extracted code of a rollout; '' when it has none)
                 ) -> str:
     "The family of the first rule of `task` that matches `code`, else 'other' (paper §3, Setup); never raises for a program."
@@ -135,7 +135,7 @@ def _task_features(task,       # a task name or a Task
     return rules, code_features(code)
 
 # %% ../nbs/05_families.ipynb #3cce8103
-def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
+def matching_families(task: str, # a built-in task name, or a Task
                       code: str, # the program
                      ) -> tuple[str, ...]:
     "Every family of `task` with a rule that matches `code`, in rule order (the first is `label_family`'s answer)."
@@ -143,7 +143,7 @@ def matching_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     return tuple(dict.fromkeys(r.family for r in rules if r.test(f)))
 
 # %% ../nbs/05_families.ipynb #d4bb5978
-def has_winning_motif(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
+def has_winning_motif(task: str, # a built-in task name
                       code: str, # the program
                      ) -> bool:
     "Whether `code` contains the paper's winning motif of `task` (App. G), i.e. one of its `WINNING_MOTIFS` rules matches."
@@ -153,7 +153,7 @@ def has_winning_motif(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
     return any(r.test(f) for r in t.family_rules if r.name in t.winning_motifs)
 
 # %% ../nbs/05_families.ipynb #07bbdeb9
-def describe_families(task: str, # 'ac1', 'ac2', 'cp26' or 'erdos'
+def describe_families(task: str, # a built-in task name, or a Task
                      ) -> str:
     "The ordered rules of `task` as a markdown table: #, rule, family, what it matches."
     rows = [f'| {i} | `{r.name}` | `{r.family}` | {r.description.replace("|", "/")} |'

@@ -10,7 +10,7 @@ from . import core
 LAZY = {   # name -> the module it comes from
     'TASK_NAMES': None, 'MAX_ENTRIES': 'ugttt.scoring', 'Score': 'ugttt.scoring',
     'COMPACT_PROGRAM_MARKER': 'ugttt.prompts', 'STDOUT_TAIL_CHARS': 'ugttt.prompts',
-    'c1_upper_bound': 'ugttt.scoring', 'c2_lower_bound': 'ugttt.scoring',
+    'c1_upper_bound': 'ugttt.tasks.ac1', 'c2_lower_bound': 'ugttt.tasks.ac2',
 }
 __all__ = list(core.__all__) + list(LAZY)
 

@@ -5,13 +5,31 @@
 # %% ../../nbs/41_task_ac1.ipynb #184aa1e9
 from __future__ import annotations
 import numpy as np
-from ..scoring import as_float_array, full_convolution, clipped_heights, c1_upper_bound, score_ac1
+from ..scoring import Score, as_float_array, full_convolution, clipped_heights
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_genetic, uses_gradient, uses_scipy_min, uses_sqrt_2n
 from ..corpus import sig_digits, templates
 from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['REFERENCE_AC_SEED', 'AC1_RULES', 'TASK', 'uniform_heights', 'ac1_params']
+__all__ = ['REFERENCE_AC_SEED', 'AC1_RULES', 'TASK', 'c1_upper_bound', 'score_ac1', 'uniform_heights', 'ac1_params']
+
+# %% ../../nbs/41_task_ac1.ipynb #b383e9ea
+def c1_upper_bound(
+    heights,   # step heights on n equal sub-intervals of [-1/4, 1/4] (list / tuple / array)
+) -> float:    # C1 = 2n max(a*a) / (sum a)^2, lower is better
+    "AC1 bound C1 = 2n·max(a∗a)/(Σa)² of step heights a; ValueError when the heights are invalid."
+    a = clipped_heights(heights)
+    return float(2 * len(a) * np.max(full_convolution(a, a)) / np.sum(a) ** 2)
+
+# %% ../../nbs/41_task_ac1.ipynb #2ccfa15d
+def score_ac1(
+    result,                # what propose_candidate() returned: step heights (list / tuple / array)
+    strict: bool = False,  # no effect: AC1 has no tolerance to tighten
+) -> Score:
+    "Score AC1 heights returned by propose_candidate(): bound C1, reward 1/C1."
+    try: a = clipped_heights(result); c1 = c1_upper_bound(a)
+    except ValueError as e: return Score(False, None, 0.0, f"invalid heights: {e}")
+    return Score(True, c1, 1.0 / c1, None, a.tolist())
 
 # %% ../../nbs/41_task_ac1.ipynb #c426c7d8
 REFERENCE_AC_SEED = 42   # the reference's AC root: default_rng(42).random(1000) ("random_no_code")

@@ -5,14 +5,37 @@
 # %% ../../nbs/42_task_ac2.ipynb #138600ca
 from __future__ import annotations
 import numpy as np
-from ..scoring import as_float_array, full_convolution, clipped_heights, c2_lower_bound, score_ac2
+from ..scoring import Score, as_float_array, full_convolution, clipped_heights
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, LOCAL_METHODS, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_gradient, uses_scipy_minimize
 from .ac1 import REFERENCE_AC_SEED, uniform_heights
 from ..corpus import sig_digits, templates
 from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['AC2_RULES', 'TASK', 'ac2_params']
+__all__ = ['AC2_RULES', 'TASK', 'c2_lower_bound', 'score_ac2', 'ac2_params']
+
+# %% ../../nbs/42_task_ac2.ipynb #2f3d996b
+def c2_lower_bound(
+    heights,   # step heights on n equal sub-intervals (list / tuple / array); the support length cancels
+) -> float:    # C2 = ||f*f||_2^2 / (||f*f||_1 ||f*f||_inf), higher is better
+    "AC2 bound C2 with the exact piecewise-linear L2 norm of f∗f; ValueError when the heights are invalid."
+    a = clipped_heights(heights)
+    b = full_convolution(a, a)                   # (M,) knot values of f*f, M = 2n - 1
+    y = np.concatenate(([0.0], b, [0.0]))        # (M + 2,) f*f vanishes at both ends of its support
+    h = 1.0 / (len(b) + 1)                       # knot spacing on a support of length 1
+    l2_squared = np.sum(h / 3 * (y[:-1] ** 2 + y[:-1] * y[1:] + y[1:] ** 2))
+    l1 = np.sum(np.abs(b)) / (len(b) + 1)
+    return float(l2_squared / (l1 * np.max(np.abs(b))))
+
+# %% ../../nbs/42_task_ac2.ipynb #45cb7b45
+def score_ac2(
+    result,                # what construct_function() returned: step heights (list / tuple / array)
+    strict: bool = False,  # no effect: AC2 has no tolerance to tighten
+) -> Score:
+    "Score AC2 heights returned by construct_function(): bound C2, reward C2."
+    try: a = clipped_heights(result); c2 = c2_lower_bound(a)
+    except ValueError as e: return Score(False, None, 0.0, f"invalid heights: {e}")
+    return Score(True, c2, c2, None, a.tolist())
 
 # %% ../../nbs/42_task_ac2.ipynb #96a33eef
 AC2_RULES = (

@@ -5,13 +5,58 @@
 # %% ../../nbs/43_task_cp26.ipynb #94180d8c
 from __future__ import annotations
 import numpy as np
-from ..scoring import as_float_array, validate_packing, score_cp26
+from ..scoring import Score, as_float_array, triple_problem
 from ..families import Rule, has_non_uniform_rows, has_uniform_rows, uses_scipy_min
 from ..corpus import sig_digits, templates
 from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['CP26_RULES', 'CP26_ROWS', 'TASK', 'cp26_params']
+__all__ = ['CP26_TOLERANCE', 'CP26_RULES', 'CP26_ROWS', 'TASK', 'validate_packing', 'score_cp26', 'cp26_params']
+
+# %% ../../nbs/43_task_cp26.ipynb #b675af50
+CP26_TOLERANCE = 1e-12                   # containment / overlap slack of the reference `validate_packing`
+
+# %% ../../nbs/43_task_cp26.ipynb #7f02328d
+def validate_packing(
+    centers,                     # (26, 2) circle centres (list of [x, y] / array)
+    radii,                       # (26,) radii
+    tol: float = CP26_TOLERANCE, # containment / overlap slack; 0 is the strict check
+) -> float:                      # sum of radii, higher is better
+    "Sum of radii of 26 circles after checking shapes, r >= 0, containment in [0,1]² and disjointness up to `tol`; ValueError otherwise."
+    c = as_float_array(centers, ndim=2, max_size=52)
+    r = as_float_array(radii, max_size=26)
+    if c.shape != (26, 2): raise ValueError(f"centers must have shape (26, 2), got {c.shape}")
+    if r.shape != (26,): raise ValueError(f"radii must have shape (26,), got {r.shape}")
+    if (r < 0).any():
+        i = int(np.argmax(r < 0)); raise ValueError(f"circle {i} has a negative radius {r[i]!r}")
+    with np.errstate(over="ignore"): low, high = c - r[:, None], c + r[:, None]   # (26, 2) extent along x and y
+    outside = (low < -tol) | (high > 1 + tol)
+    if outside.any():
+        i, k = (int(v) for v in np.argwhere(outside)[0])
+        raise ValueError(f"circle {i} leaves the unit square along {'xy'[k]}: "
+                         f"[{low[i, k]!r}, {high[i, k]!r}] is not inside [0, 1] (tolerance {tol:g})")
+    dist = np.sqrt(((c[:, None, :] - c[None, :, :]) ** 2).sum(-1))   # (26, 26) centre distances (all inside [0,1]² now)
+    reach = r[:, None] + r[None, :]                                   # (26, 26) r_i + r_j
+    overlap = np.triu(dist < reach - tol, 1)
+    if overlap.any():
+        depth = np.where(overlap, reach - dist, -np.inf)                # report the deepest overlap
+        i, j = (int(v) for v in np.unravel_index(np.argmax(depth), depth.shape))
+        raise ValueError(f"circles {i} and {j} overlap by {depth[i, j]:.3e} (tolerance {tol:g})")
+    return float(np.sum(r))
+
+# %% ../../nbs/43_task_cp26.ipynb #bcb84faa
+def score_cp26(
+    result,                # what run_packing() returned: (centers (26, 2), radii (26,), sum_radii)
+    strict: bool = False,  # tolerance 0 instead of CP26_TOLERANCE
+) -> Score:
+    "Score CP26 (centers, radii, sum_radii) from run_packing(): bound = reward = recomputed sum of radii; tolerance 0 if strict."
+    if problem := triple_problem(result, "run_packing() must return (centers, radii, sum_radii)"):
+        return Score(False, None, 0.0, problem)
+    try:
+        total = validate_packing(result[0], result[1], tol=0.0 if strict else CP26_TOLERANCE)
+        circles = np.column_stack([as_float_array(result[0], ndim=2), as_float_array(result[1])])   # (26, 3)
+    except ValueError as e: return Score(False, None, 0.0, f"invalid packing: {e}")
+    return Score(True, total, total, None, circles.tolist())
 
 # %% ../../nbs/43_task_cp26.ipynb #231a4939
 CP26_RULES = (

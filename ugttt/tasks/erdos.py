@@ -4,15 +4,77 @@
 
 # %% ../../nbs/44_task_erdos.ipynb #f4bed120
 from __future__ import annotations
+import math
 import numpy as np
-from ..scoring import (as_float_array, full_convolution, overlap_step_function, c5_upper_bound, verify_c5_solution,
-                           score_erdos)
+from ..scoring import Score, as_float_array, full_convolution, triple_problem
 from ..families import Rule, has_gaussian, has_step_function
 from ..corpus import sig_digits, templates
 from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['ERDOS_RULES', 'TASK', 'random_overlap_step', 'erdos_params']
+__all__ = ['ERDOS_C5_RTOL', 'ERDOS_RULES', 'TASK', 'overlap_step_function', 'c5_upper_bound', 'verify_c5_solution', 'score_erdos',
+           'random_overlap_step', 'erdos_params']
+
+# %% ../../nbs/44_task_erdos.ipynb #09ad5874
+ERDOS_C5_RTOL = 1e-9                     # a reported C5 may differ from the recomputed one by this much, relative
+
+# %% ../../nbs/44_task_erdos.ipynb #7bbadb9a
+def overlap_step_function(
+    h,                  # untrusted step values on n equal sub-intervals of [0, 2]
+    n_points=None,      # the length the program reported, checked when given
+) -> np.ndarray:        # (n,) float64 in [0, 1] with sum n/2 (rescaled when it was not exactly)
+    "Admit h like the reference: 1-D, finite, in [0, 1], length n_points, rescaled to Σh = n/2; ValueError otherwise."
+    h = as_float_array(h)
+    n = len(h)
+    if n_points is not None and n != n_points: raise ValueError(f"h has {n} values but n_points is {n_points!r}")
+    if h.min() < 0 or h.max() > 1: raise ValueError(f"h must lie in [0, 1], got values in [{h.min()!r}, {h.max()!r}]")
+    total = np.sum(h)
+    if total != n / 2:
+        if total <= 0: raise ValueError("h is zero everywhere, so it cannot be rescaled to integral 1")
+        h = h * (n / 2) / total
+        if h.max() > 1: raise ValueError(f"after rescaling to sum n/2 = {n / 2:g}, h reaches {h.max()!r} > 1")
+    return h
+
+# %% ../../nbs/44_task_erdos.ipynb #72c93297
+def c5_upper_bound(
+    h,                # step values on n equal sub-intervals of [0, 2] (list / tuple / array)
+    n_points=None,    # the length the program reported, checked when given
+) -> float:           # C5 = (2/n) max(correlate(h, 1 - h, "full")), lower is better
+    "Erdős bound C5 = (2/n)·max(np.correlate(h, 1-h, 'full')) of the admitted h; ValueError when h is invalid."
+    h = overlap_step_function(h, n_points)
+    return float(np.max(full_convolution(h, (1 - h)[::-1])) * (2.0 / len(h)))
+
+# %% ../../nbs/44_task_erdos.ipynb #7af681b3
+def verify_c5_solution(
+    h_values,     # the step values returned by run()
+    c5_bound,     # the C5 the program reported
+    n_points,     # the length the program reported
+) -> float:       # C5 recomputed from h (never the reported number)
+    "Check a run() result (h, reported C5, n) and return C5 recomputed from h; ValueError if invalid or the report disagrees beyond ERDOS_C5_RTOL."
+    if type(n_points) in (float, np.float64) and float(n_points).is_integer(): n_points = int(n_points)
+    if type(n_points) not in (int, np.int64, np.int32) or n_points < 1:
+        raise ValueError(f"n_points must be a positive integer, got {type(n_points).__name__}")
+    if type(c5_bound) not in (int, float, np.float64, np.float32) or not 0 < c5_bound < math.inf:
+        raise ValueError(f"c5_bound must be a positive finite number, got {type(c5_bound).__name__}")
+    c5 = c5_upper_bound(h_values, n_points)
+    if not abs(float(c5_bound) - c5) <= ERDOS_C5_RTOL * c5:
+        raise ValueError(f"reported c5_bound {float(c5_bound)!r} disagrees with C5 = {c5!r} recomputed from h "
+                         f"(relative difference {abs(float(c5_bound) - c5) / c5:.2e} > {ERDOS_C5_RTOL:g})")
+    return c5
+
+# %% ../../nbs/44_task_erdos.ipynb #9922cd20
+def score_erdos(
+    result,                # what run() returned: (h_values, c5_bound, n_points)
+    strict: bool = False,  # no effect: the Erdős checks have no tolerance to tighten
+) -> Score:
+    "Score Erdős (h_values, c5_bound, n_points) from run(): bound = C5 recomputed from h, reward 1/C5; a disagreeing report is invalid."
+    if problem := triple_problem(result, "run() must return (h_values, c5_bound, n_points)"):
+        return Score(False, None, 0.0, problem)
+    try:
+        c5 = verify_c5_solution(*result)
+        h = overlap_step_function(result[0], result[2])
+    except ValueError as e: return Score(False, None, 0.0, f"invalid solution: {e}")
+    return Score(True, c5, 1.0 / c5, None, h.tolist())
 
 # %% ../../nbs/44_task_erdos.ipynb #c1735662
 def random_overlap_step(
