@@ -35,7 +35,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['ugttt', 'ugttt.*']),
     include_package_data=True,
     # the embedded default model (weights, tokenizer, config) ships as package data
-    package_data={'ugttt': ['assets/*', 'assets/*/*', 'assets/*/*/*']},
+    package_data={'ugttt': ['assets/*', 'assets/*/*', 'assets/*/*/*', 'tasks/templates/*/*']},
     install_requires=requirements,
     extras_require={'dev': dev_requirements, **extras},
     python_requires='>=' + cfg['min_python'],

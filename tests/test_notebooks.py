@@ -16,7 +16,8 @@ SKIP = ['notest'] + ([] if os.environ.get('UGTTT_SLOW') else ['slow'])
 # 200 s. A notebook not listed, a new one too, is marked `notebook`.
 FAST = {'00_checks', '01_scoring', '04_family_syntax', '05_families', '06_prompts', '07_tasks', '11_uncertainty',
         '12_advantage', '13_regularizer', '14_propositions', '17_streaming', '20_loss', '23_puct', '24_rundir',
-        '26_config', '27_reference', '29_metrics', '31_analysis'}
+        '26_config', '27_reference', '29_metrics', '31_analysis', '41_task_ac1', '42_task_ac2',
+        '43_task_cp26', '44_task_erdos'}
 
 
 def _has_cuda() -> bool:

@@ -123,3 +123,16 @@ def test_sandbox_bundle_and_launcher_import_only_the_standard_library():
     src = zygote_source().decode()
     compile(src, "<ugttt-sandbox-zygote>", "exec")
     assert "from .p" not in src and src.count("from __future__") == 1
+
+
+def test_tasks_package_reexports_the_core_and_its_lazy_names():
+    "ugttt.tasks (hand-written) lists the core's __all__ plus its lazy names, and every name resolves to the object it names."
+    import importlib
+    import ugttt.tasks as T
+    import ugttt.tasks.core as core
+    assert T.__all__ == list(core.__all__) + list(T.LAZY)
+    for n in core.__all__: assert getattr(T, n) is getattr(core, n), n
+    for n, mod in T.LAZY.items():
+        if mod is not None: assert getattr(T, n) is getattr(importlib.import_module(mod), n), n
+    assert T.TASK_NAMES == core.task_names() == ("ac1", "ac2", "cp26", "erdos")
+    for n in T.TASK_NAMES: assert getattr(T, n) is importlib.import_module(f"ugttt.tasks.{n}")

@@ -208,15 +208,15 @@ def paper_top_k(
     return max(1, math.floor(share * n_rollouts + 0.5))
 
 # %% ../nbs/31_analysis.ipynb #15bd8e07
-from .families import RULES, WINNING_MOTIFS   # the rules behind the winning motifs (05_families)
-
 def motif_families(
     task: str,          # ac1, ac2, cp26 or erdos
 ) -> tuple[str, ...]:   # the families of the task's winning-motif rules, in rule order; () for any other task
     "The families that make up the paper's winning motif of a task (App. G); AC2's is the union of two."
-    if task not in WINNING_MOTIFS: return ()
-    names = set(WINNING_MOTIFS[task])
-    return tuple(dict.fromkeys(r.family for r in RULES[task] if r.name in names))
+    from ugttt.tasks import TASK_NAMES, get_task   # built-in names only: a report never imports your own module
+    if task not in TASK_NAMES: return ()
+    t = get_task(task)
+    names = set(t.winning_motifs)
+    return tuple(dict.fromkeys(r.family for r in t.family_rules if r.name in names))
 
 # %% ../nbs/31_analysis.ipynb #8d52b66e
 def idea_emergence(

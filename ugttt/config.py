@@ -10,12 +10,11 @@ from pathlib import Path
 from .checks import check_int, is_int, quote
 
 # %% auto #0
-__all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BACKUPS', 'DTYPES', 'DEFAULT_TASK',
-           'STREAMING_TASKS', 'TRACKERS', 'PAPER_TRANSITION', 'POLICY_PRESETS', 'UPDATE_PRESETS', 'STREAMING_PRESETS',
-           'SECTIONS', 'TRAIN_PRESETS', 'FLAT_NAMES', 'report_to_tuple', 'check_report_to', 'PolicyConfig',
-           'UpdateConfig', 'StreamingConfig', 'PUCTConfig', 'SandboxConfig', 'TrainConfig', 'config_fields',
-           'type_options', 'from_json', 'streams_by_default', 'migrate_flat', 'make_config', 'config_to_dict',
-           'config_from_dict']
+__all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BACKUPS', 'DTYPES', 'DEFAULT_TASK', 'TRACKERS',
+           'PAPER_TRANSITION', 'POLICY_PRESETS', 'UPDATE_PRESETS', 'STREAMING_PRESETS', 'SECTIONS', 'TRAIN_PRESETS',
+           'FLAT_NAMES', 'report_to_tuple', 'check_report_to', 'PolicyConfig', 'UpdateConfig', 'StreamingConfig',
+           'PUCTConfig', 'SandboxConfig', 'TrainConfig', 'config_fields', 'type_options', 'from_json',
+           'streams_by_default', 'migrate_flat', 'make_config', 'config_to_dict', 'config_from_dict']
 
 # %% ../nbs/26_config.ipynb #22260b48
 METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
@@ -25,7 +24,6 @@ ISOLATION_MODES = ("bwrap", "mountns", "netns", "limits")   # the sandbox's isol
 PUCT_BACKUPS = ("ttt_discover", "reference")        # how a result is backed up the PUCT tree (23_puct)
 DTYPES = ("float32", "bfloat16", "float16", "float64")      # dtypes of the frozen base weights (16_policy)
 DEFAULT_TASK = "cp26"                              # the task of a config that names none
-STREAMING_TASKS = ("ac1", "cp26")   # where the paper's UG-TTT runs used the streaming gate (App. E)
 
 # %% ../nbs/26_config.ipynb #6ba69a64
 TRACKERS = ("tensorboard", "trackio", "wandb")   # report_to values besides "none", in this order   # each also the module it needs and its pip extra
@@ -428,8 +426,10 @@ def streams_by_default(
     task: str,     # a task name or "package.module:attr"
     method: str,   # one of METHODS
 ) -> bool:         # whether make_config turns the streaming gate on (a preset or an override may say otherwise)
-    "The gate is on for the UG-TTT variants (ugttt, no_nnm) on AC1 and CP26, as the paper ran them; off otherwise."
-    return method in ("ugttt", "no_nnm") and task in STREAMING_TASKS
+    "The gate is on for the UG-TTT variants (ugttt, no_nnm) on a benchmark whose Task says so (AC1, CP26: as the paper ran them)."
+    if method not in ("ugttt", "no_nnm"): return False
+    from ugttt.tasks import TASK_NAMES, get_task   # built-in names only: an entry point is not imported here
+    return task in TASK_NAMES and get_task(task).streams_by_default
 
 # %% ../nbs/26_config.ipynb #e164e5eb
 FLAT_NAMES = dict(puct_c="puct.c", puct_topk_children="puct.topk_children", puct_max_buffer="puct.max_buffer",

@@ -4,6 +4,8 @@
 
 # %% ../nbs/09_corpus.ipynb #8ebbffdd
 from __future__ import annotations
+import functools
+import importlib.resources
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -16,11 +18,9 @@ from .families import label_family
 from .tasks import COMPACT_PROGRAM_MARKER, TASK_NAMES, THINK_END, THINK_START, State, get_task
 
 # %% auto #0
-__all__ = ['CORPUS_VERSION', 'AC1_TEMPLATES', 'AC2_TEMPLATES', 'CP26_TEMPLATES', 'CP26_ROWS', 'ERDOS_TEMPLATES', 'TEMPLATES',
-           'TEMPLATE_FAMILIES', 'THOUGHTS', 'template_slots', 'fill_template', 'ac1_params', 'ac2_params',
-           'cp26_params', 'erdos_params', 'thought', 'completion', 'corpus_program', 'generate_programs',
-           'evaluate_at_root', 'worse_than_best', 'score_programs', 'corpus_programs', 'score_span', 'ExampleMix',
-           'make_examples', 'build_corpus']
+__all__ = ['CORPUS_VERSION', 'template_slots', 'fill_template', 'sig_digits', 'corpus_tasks', 'templates', 'thought',
+           'completion', 'corpus_program', 'generate_programs', 'evaluate_at_root', 'worse_than_best', 'score_programs',
+           'corpus_programs', 'score_span', 'ExampleMix', 'make_examples', 'build_corpus']
 
 # %% ../nbs/09_corpus.ipynb #8ac21d0c
 CORPUS_VERSION = "default-corpus-v2"
@@ -43,678 +43,43 @@ def fill_template(
     return Template(source).substitute(**params).strip() + "\n"
 
 # %% ../nbs/09_corpus.ipynb #37dc1847
-def _g3(x: float, digits: int = 3) -> str:
+def sig_digits(x: float, digits: int = 3) -> str:
     "A float written with `digits` significant digits ('0.0123', '1.5')."
     return f"{float(x):.{digits}g}"
 
-# %% ../nbs/09_corpus.ipynb #f73aab10
-_AC1_C1 = '''def c1(a):
-    a = np.abs(a)
-    return 2 * len(a) * np.convolve(a, a).max() / a.sum() ** 2
-'''
-
-AC1_TEMPLATES = {
-"sqrt_2n": '''import numpy as np
-
-def propose_candidate():
-    """Normalise to the sqrt(2n) target sum, so C1 = max(a*a); push the peak down."""
-    n = $n
-    a = np.random.default_rng($seed).random(n) + 0.5
-    for _ in range($it):
-        a = a * np.sqrt(2 * n) / a.sum()
-        b = np.convolve(a, a)
-        w = np.exp((b - b.max()) / $tau)
-        a = np.maximum(a - $lr * np.correlate(w / w.sum(), a, "valid"), 0)
-    a = a * np.sqrt(2 * n) / a.sum()
-    print("C1", np.convolve(a, a).max())
-    return a.tolist()
-''',
-"scipy_min": '''import numpy as np
-from scipy.optimize import minimize
-
-''' + _AC1_C1 + '''
-def propose_candidate():
-    """Local search with scipy.optimize.minimize ($method)."""
-    x0 = np.random.default_rng($seed).random($n) + $off
-    res = minimize(c1, x0, method="$method", options={"maxiter": $it})
-    print("C1", res.fun)
-    return np.abs(res.x).tolist()
-''',
-"diff_evo": '''import numpy as np
-from scipy.optimize import differential_evolution
-
-''' + _AC1_C1 + '''
-def propose_candidate():
-    """Differential evolution over a coarse step function."""
-    res = differential_evolution(c1, [(0.05, 1)] * $n, maxiter=$it, popsize=$pop, seed=$seed, tol=1e-9)
-    print("C1", res.fun)
-    return res.x.tolist()
-''',
-"basinhopping": '''import numpy as np
-from scipy.optimize import basinhopping
-
-''' + _AC1_C1 + '''
-def propose_candidate():
-    """Basin hopping with L-BFGS-B local steps."""
-    n, seed = $n, $seed
-    x0 = np.random.default_rng(seed).random(n) + 0.5
-    kw = {"method": "L-BFGS-B", "bounds": [(0.01, 2)] * n}
-    res = basinhopping(c1, x0, niter=$it, stepsize=$step, seed=seed, minimizer_kwargs=kw)
-    print("C1", res.fun)
-    return res.x.tolist()
-''',
-"sim_anneal": '''import numpy as np
-
-''' + _AC1_C1 + '''
-def simulated_annealing(a, steps, t0, rng):
-    cur = best = c1(a)
-    top = a
-    for k in range(steps):
-        t = t0 * (1 - k / steps) + 1e-9
-        b = a.copy()
-        i = rng.integers(len(a))
-        b[i] = abs(b[i] + rng.normal(0, $sigma))
-        v = c1(b)
-        if v < cur or rng.random() < np.exp((cur - v) / t):
-            a, cur = b, v
-            if v < best:
-                top, best = b, v
-    return top, best
-
-def propose_candidate():
-    """Simulated annealing on the step heights."""
-    rng = np.random.default_rng($seed)
-    a, best = simulated_annealing(np.ones($n), $steps, $t0, rng)
-    print("C1", best)
-    return a.tolist()
-''',
-"grad_descent": '''import numpy as np
-
-def propose_candidate():
-    """Projected gradient descent on a soft maximum of the autoconvolution."""
-    n = $n
-    a = np.ones(n) + $noise * np.random.default_rng($seed).random(n)
-    for _ in range($it):
-        b = np.convolve(a, a)
-        w = np.exp((b - b.max()) / ($tau * b.max()))
-        w /= w.sum()
-        g = 2 * np.correlate(w, a, "valid") / (w @ b) - 2 / a.sum()
-        a = np.maximum(a - $lr * g * a.sum(), 0)
-    print("C1", 2 * n * np.convolve(a, a).max() / a.sum() ** 2)
-    return a.tolist()
-''',
-"genetic": '''import numpy as np
-
-''' + _AC1_C1 + '''
-def propose_candidate():
-    """Genetic algorithm: a population of step functions with crossover and mutate steps."""
-    rng = np.random.default_rng($seed)
-    pop = rng.random(($size, $n)) + 0.1
-    half, n = len(pop) // 2, pop.shape[1]
-    for gen in range($gens):
-        fit = np.array([c1(p) for p in pop])
-        elite = pop[np.argsort(fit)[:half]]
-        cut = rng.integers(1, n, half)
-        kids = np.array([np.r_[elite[i][:c], elite[-1 - i][c:]] for i, c in enumerate(cut)])
-        kids = np.abs(kids + rng.normal(0, $sigma, kids.shape))
-        pop = np.vstack([elite, kids])
-    best = min(pop, key=c1)
-    print("C1", c1(best))
-    return best.tolist()
-''',
-}
-
-# %% ../nbs/09_corpus.ipynb #759bd572
-def ac1_params(
-    template: str,              # a key of AC1_TEMPLATES
-    rng: np.random.Generator,   # source of the numeric variation
-) -> dict:                      # slot values for fill_template
-    "Random slot values for an AC1 template: sizes, seeds, iteration counts and step sizes (each program runs < 1 s)."
-    seed = int(rng.integers(100))
-    if template == "sqrt_2n":
-        return dict(seed=seed, n=int(rng.choice([16, 24, 32, 48, 64, 100, 128])), it=int(rng.choice([100, 200, 300])),
-                    tau=_g3(10 ** rng.uniform(-2.5, -1), 2), lr=_g3(10 ** rng.uniform(-2.5, -1.8), 2))
-    if template == "scipy_min":
-        method = str(rng.choice(["Powell", "Nelder-Mead", "L-BFGS-B"]))
-        it = int(rng.integers(2, 6)) if method == "Powell" else int(rng.choice([50, 100, 200, 400]))
-        return dict(seed=seed, n=int(rng.integers(8, 24)), off=_g3(rng.uniform(0.1, 1.0), 2), method=method, it=it)
-    if template == "diff_evo":
-        return dict(seed=seed, n=int(rng.integers(4, 11)), it=int(rng.choice([10, 20, 30, 50])),
-                    pop=int(rng.choice([5, 8, 10])))
-    if template == "basinhopping":
-        return dict(seed=seed, n=int(rng.integers(6, 16)), it=int(rng.integers(2, 8)), step=_g3(rng.uniform(0.05, 0.5), 2))
-    if template == "sim_anneal":
-        return dict(seed=seed, n=int(rng.integers(10, 40)), steps=int(rng.choice([500, 1000, 2000, 4000])),
-                    t0=_g3(10 ** rng.uniform(-3, -1), 2), sigma=_g3(rng.uniform(0.05, 0.3), 2))
-    if template == "grad_descent":
-        return dict(seed=seed, n=int(rng.choice([20, 30, 50, 80, 120])), noise=_g3(rng.uniform(0.05, 0.5), 2),
-                    it=int(rng.choice([100, 200, 500, 1000])), lr=_g3(10 ** rng.uniform(-2.5, -1.5), 2),
-                    tau=_g3(10 ** rng.uniform(-2, -1.3), 2))
-    if template == "genetic":
-        return dict(seed=seed, n=int(rng.integers(8, 20)), size=int(rng.choice([20, 30, 40])),
-                    gens=int(rng.choice([20, 40, 60])), sigma=_g3(rng.uniform(0.02, 0.2), 2))
-    raise KeyError(f"unknown AC1 template {template!r}; known: {sorted(AC1_TEMPLATES)}")
-
-# %% ../nbs/09_corpus.ipynb #2b633b36
-_AC2_C2 = '''def c2(a):
-    c = np.convolve(np.abs(a), np.abs(a))
-    y = np.r_[0, c, 0]
-    l2 = np.sum(y[:-1] ** 2 + y[:-1] * y[1:] + y[1:] ** 2) / 3
-    return l2 / (c.sum() * c.max())
-'''
-
-AC2_TEMPLATES = {
-"dual_annealing": '''import numpy as np
-from scipy.optimize import dual_annealing
-
-''' + _AC2_C2 + '''
-def neg_c2(a):
-    return -c2(a)
-
-def construct_function():
-    """Simulated annealing (scipy dual_annealing) on the step heights."""
-    res = dual_annealing(neg_c2, [(0, 1)] * $n, maxiter=$it, seed=$seed, no_local_search=True)
-    print("C2", -res.fun)
-    return res.x.tolist()
-''',
-"diff_evo": '''import numpy as np
-from scipy.optimize import differential_evolution
-
-''' + _AC2_C2 + '''
-def neg_c2(a):
-    return -c2(a)
-
-def construct_function():
-    """Differential evolution over a coarse step function."""
-    res = differential_evolution(neg_c2, [(0.05, 1)] * $n, maxiter=$it, popsize=$pop, seed=$seed, tol=1e-9)
-    print("C2", -res.fun)
-    return res.x.tolist()
-''',
-"basinhopping": '''import numpy as np
-from scipy.optimize import basinhopping
-
-''' + _AC2_C2 + '''
-def neg_c2(a):
-    return -c2(a)
-
-def construct_function():
-    """Basin hopping with L-BFGS-B local steps."""
-    n, seed = $n, $seed
-    x0 = np.random.default_rng(seed).random(n) + 0.5
-    kw = {"method": "L-BFGS-B", "bounds": [(0.01, 2)] * n}
-    res = basinhopping(neg_c2, x0, niter=$it, stepsize=$step, seed=seed, minimizer_kwargs=kw)
-    print("C2", -res.fun)
-    return res.x.tolist()
-''',
-"gradient": '''import numpy as np
-from scipy.optimize import approx_fprime
-
-''' + _AC2_C2 + '''
-def construct_function():
-    """Projected gradient ascent with numerical gradients."""
-    a = np.random.default_rng($seed).random($n) + 0.5
-    for it in range($it):
-        g = approx_fprime(a, c2, 1e-7)
-        a = np.clip(a + $lr * g / (np.abs(g).max() + 1e-12), 0, None)
-    print("C2", c2(a))
-    return a.tolist()
-''',
-"genetic": '''import numpy as np
-
-''' + _AC2_C2 + '''
-def construct_function():
-    """Genetic algorithm with crossover and mutation of an elite population."""
-    rng = np.random.default_rng($seed)
-    pop = rng.random(($size, $n))
-    half, n = len(pop) // 2, pop.shape[1]
-    for gen in range($gens):
-        fit = np.array([c2(p) for p in pop])
-        elite = pop[np.argsort(-fit)[:half]]
-        cut = rng.integers(1, n, half)
-        kids = np.array([np.r_[elite[i][:c], elite[-1 - i][c:]] for i, c in enumerate(cut)])
-        kids = np.abs(kids + rng.normal(0, $sigma, kids.shape))
-        pop = np.vstack([elite, kids])
-    best = max(pop, key=c2)
-    print("C2", c2(best))
-    return best.tolist()
-''',
-"hill_climb": '''import numpy as np
-
-''' + _AC2_C2 + '''
-def construct_function():
-    """Greedy hill_climb: perturb one height, keep it if C2 improves."""
-    n = $n
-    rng = np.random.default_rng($seed)
-    a = rng.random(n)
-    best = c2(a)
-    for _ in range($it):
-        b = a.copy()
-        b[rng.integers(n)] *= np.exp(rng.normal(0, $sigma))
-        v = c2(b)
-        if v > best:
-            a, best = b, v
-    print("C2", best)
-    return a.tolist()
-''',
-"random_search": '''import numpy as np
-
-''' + _AC2_C2 + '''
-def construct_function():
-    """Random search with restarts: sample smooth random heights, keep the best."""
-    rng = np.random.default_rng($seed)
-    best, top = -1.0, None
-    for restart in range($it):
-        a = np.cumsum(rng.normal(0, 1, $n)) ** 2 + $off
-        v = c2(a)
-        if v > best:
-            best, top = v, a
-    print("C2", best)
-    return top.tolist()
-''',
-}
-
-# %% ../nbs/09_corpus.ipynb #79e0afec
-def ac2_params(
-    template: str,              # a key of AC2_TEMPLATES
-    rng: np.random.Generator,   # source of the numeric variation
-) -> dict:                      # slot values for fill_template
-    "Random slot values for an AC2 template (sizes, seeds, iteration counts, step sizes)."
-    seed = int(rng.integers(100))
-    if template == "dual_annealing":
-        return dict(seed=seed, n=int(rng.integers(4, 12)), it=int(rng.choice([20, 50, 100, 200])))
-    if template == "diff_evo":
-        return dict(seed=seed, n=int(rng.integers(4, 11)), it=int(rng.choice([10, 20, 30, 50])),
-                    pop=int(rng.choice([5, 8, 10])))
-    if template == "basinhopping":
-        return dict(seed=seed, n=int(rng.integers(6, 16)), it=int(rng.integers(2, 8)), step=_g3(rng.uniform(0.05, 0.5), 2))
-    if template == "gradient":
-        return dict(seed=seed, n=int(rng.integers(8, 30)), it=int(rng.choice([20, 50, 100, 200])),
-                    lr=_g3(10 ** rng.uniform(-2.5, -0.7), 2))
-    if template == "genetic":
-        return dict(seed=seed, n=int(rng.integers(8, 20)), size=int(rng.choice([20, 30, 40])),
-                    gens=int(rng.choice([20, 40, 60])), sigma=_g3(rng.uniform(0.02, 0.2), 2))
-    if template == "hill_climb":
-        return dict(seed=seed, n=int(rng.integers(10, 40)), it=int(rng.choice([300, 1000, 2000, 4000])),
-                    sigma=_g3(rng.uniform(0.05, 0.5), 2))
-    if template == "random_search":
-        return dict(seed=seed, n=int(rng.integers(10, 60)), it=int(rng.choice([50, 200, 500, 1000])),
-                    off=_g3(rng.uniform(0, 2), 2))
-    raise KeyError(f"unknown AC2 template {template!r}; known: {sorted(AC2_TEMPLATES)}")
-
-# %% ../nbs/09_corpus.ipynb #0e2f7e6e
-_CP_RADII = '''def max_radii(c, r):
-    r = np.minimum(r, np.min(np.hstack([c, 1 - c]), axis=1))
-    for i in range(len(c)):
-        for j in range(i + 1, len(c)):
-            d = np.linalg.norm(c[i] - c[j])
-            if r[i] + r[j] > d:
-                r[i] *= d / (r[i] + r[j]) * $shrink
-                r[j] = min(r[j], d - r[i])
-    return r
-'''
-
-CP26_TEMPLATES = {
-"grid": '''import numpy as np
-
-''' + _CP_RADII + '''
-def run_packing():
-    """A 5x5 grid plus one extra circle in a gap."""
-    g = (np.arange(5) + 0.5) / 5
-    c = np.array([[x, y] for x in g for y in g] + [[$ex, $ey]])
-    r = max_radii(c, np.full(26, $r0))
-    return c, r, r.sum()
-''',
-"non_uniform_rows": '''import numpy as np
-
-''' + _CP_RADII + '''
-def run_packing():
-    """Rows with different numbers of circles."""
-    circles_per_row = $rows
-    h = 1 / len(circles_per_row)
-    c = []
-    for k, m in enumerate(circles_per_row):
-        for i in range(m):
-            c.append([(i + 0.5) / m, (k + 0.5) * h + $jit * (i % 2)])
-    c = np.clip(np.array(c), 0.01, 0.99)
-    r = max_radii(c, np.full(26, $r0 / max(circles_per_row)))
-    return c, r, r.sum()
-''',
-"hex": '''import numpy as np
-
-''' + _CP_RADII + '''
-def run_packing():
-    """Hexagonal packing: offset rows of m circles with spacing s."""
-    m, s, x0 = $m, $s, $x0
-    c = []
-    k = 0
-    while len(c) < 26:
-        for i in range(m - k % 2):
-            if len(c) < 26:
-                c.append([x0 + (i + 0.5 * (k % 2)) * s, x0 + k * s * 0.866])
-        k += 1
-    c = np.clip(np.array(c), 0.01, 0.99)
-    r = max_radii(c, np.full(26, $r0 * s))
-    return c, r, r.sum()
-''',
-"concentric": '''import numpy as np
-
-''' + _CP_RADII + '''
-def run_packing():
-    """Concentric layout: a centre circle and three rings."""
-    c = [[0.5, 0.5]]
-    for k, rad in [($k1, $r1), ($k2, $r2), ($k3, $r3)]:
-        t = 2 * np.pi * np.arange(k) / k + $phase * rad
-        c += list(np.c_[0.5 + rad * np.cos(t), 0.5 + rad * np.sin(t)])
-    c = np.clip(np.array(c[:26]), 0.02, 0.98)
-    r = max_radii(c, np.full(26, $r0))
-    return c, r, r.sum()
-''',
-"equal_radii": '''import numpy as np
-
-def run_packing():
-    """Equal radii on a jittered lattice."""
-    n, m = 26, $m
-    rows = -(-n // m)
-    rng = np.random.default_rng($seed)
-    c = np.array([[(i % m + 0.5) / m, (i // m + 0.5) / rows] for i in range(n)])
-    c = np.clip(c + rng.normal(0, $jit, c.shape), 0.05, 0.95)
-    d = np.sqrt(((c[:, None] - c[None]) ** 2).sum(-1)) + 2 * np.eye(n)
-    r0 = min(d.min() / 2, np.min(np.hstack([c, 1 - c])))
-    r = np.full(n, r0)
-    return c, r, r.sum()
-''',
-"force": '''import numpy as np
-
-''' + _CP_RADII + '''
-def run_packing():
-    """Force-directed layout: repulsion between centres, then radii."""
-    rng = np.random.default_rng($seed)
-    c = rng.random((26, 2)) * 0.8 + 0.1
-    for _ in range($it):
-        diff = c[:, None] - c[None]
-        d2 = (diff ** 2).sum(-1) + np.eye(26) + 1e-6
-        force = (diff / d2[..., None] ** $pw).sum(1)
-        c = np.clip(c + $step * force / np.abs(force).max(), 0.05, 0.95)
-    r = max_radii(c, np.full(26, $r0))
-    return c, r, r.sum()
-''',
-"lp_radii": '''import numpy as np
-from scipy.optimize import linprog
-
-''' + _CP_RADII + '''
-def run_packing():
-    """Variable radii: a linear program maximises the sum of radii on jittered row centres."""
-    rng = np.random.default_rng($seed)
-    c = np.array([[(i % 5 + 0.5) / 5, (i // 5 + 0.5) / 5.2] for i in range(26)])
-    c = np.clip(c + rng.normal(0, $jit, c.shape), 0.02, 0.98)
-    A, b = [], []
-    for i in range(26):
-        for j in range(i + 1, 26):
-            e = np.zeros(26)
-            e[i] = e[j] = 1
-            A.append(e)
-            b.append(np.linalg.norm(c[i] - c[j]))
-    res = linprog(-np.ones(26), A_ub=A, b_ub=b, bounds=(0, 0.5))
-    r = max_radii(c, res.x)
-    return c, r, r.sum()
-''',
-"greedy": '''import numpy as np
-
-def run_packing():
-    """Greedy: place each circle at the random candidate point allowing the largest radius."""
-    rng = np.random.default_rng($seed)
-    c, r = [], []
-    for k in range(26):
-        p = rng.random(($cand, 2))
-        room = np.min(np.hstack([p, 1 - p]), axis=1)
-        for q, s in zip(c, r):
-            room = np.minimum(room, np.linalg.norm(p - q, axis=1) - s)
-        i = room.argmax()
-        c.append(p[i])
-        r.append(max(room[i], 0.0))
-    return np.array(c), np.array(r), sum(r)
-''',
-}
-
-# row layouts summing to 26 (the non-uniform-rows family); [5, 5, 5, 5, 6] is the paper's motif
-CP26_ROWS = ([5, 5, 5, 5, 6], [6, 5, 5, 5, 5], [5, 5, 6, 5, 5], [5, 6, 5, 5, 5], [5, 5, 5, 6, 5], [6, 5, 4, 5, 6],
-             [4, 5, 4, 5, 4, 4], [5, 4, 4, 4, 4, 5], [6, 6, 7, 7], [4, 4, 5, 4, 4, 5], [5, 5, 4, 6, 6], [6, 7, 6, 7])
-
-# %% ../nbs/09_corpus.ipynb #af813665
-def cp26_params(
-    template: str,              # a key of CP26_TEMPLATES
-    rng: np.random.Generator,   # source of the numeric variation
-) -> dict:                      # slot values for fill_template
-    "Random slot values for a CP26 template (layout sizes, jitter, seeds, caps, the pairwise shrink factor)."
-    seed, shrink = int(rng.integers(100)), str(rng.choice(["1.0", "0.999", "0.99", "0.98"]))
-    if template == "grid":
-        return dict(shrink=shrink, r0=_g3(rng.uniform(0.08, 0.12), 2), ex=_g3(rng.uniform(0.05, 0.95), 2),
-                    ey=_g3(rng.uniform(0.05, 0.95), 2))
-    if template == "non_uniform_rows":
-        return dict(shrink=shrink, r0=_g3(rng.uniform(0.4, 0.6), 2), rows=str(CP26_ROWS[rng.integers(len(CP26_ROWS))]),
-                    jit=_g3(rng.choice([0.0, 0.0, rng.uniform(0, 0.03)]), 2))
-    if template == "hex":
-        m = int(rng.choice([5, 6]))
-        s = 1 / (m + rng.uniform(-0.2, 0.4))
-        return dict(shrink=shrink, r0=_g3(rng.uniform(0.4, 0.6), 2), m=m, s=_g3(s), x0=_g3(s / 2 + rng.uniform(-0.02, 0.02)))
-    if template == "concentric":
-        k1, k2 = int(rng.integers(5, 8)), int(rng.integers(9, 13))
-        return dict(shrink=shrink, r0=_g3(rng.uniform(0.05, 0.15), 2), k1=k1, k2=k2, k3=25 - k1 - k2,
-                    r1=_g3(rng.uniform(0.15, 0.2), 2), r2=_g3(rng.uniform(0.28, 0.34), 2),
-                    r3=_g3(rng.uniform(0.4, 0.47), 2), phase=_g3(rng.uniform(0, 3), 2))
-    if template == "equal_radii":
-        return dict(seed=seed, m=int(rng.choice([5, 6])), jit=_g3(rng.uniform(0, 0.01), 2))
-    if template == "force":
-        return dict(shrink=shrink, r0=_g3(rng.uniform(0.08, 0.12), 2), seed=seed, it=int(rng.choice([50, 100, 200])),
-                    pw=_g3(rng.uniform(1, 2), 2), step=_g3(10 ** rng.uniform(-2.5, -1.5), 2))
-    if template == "lp_radii":
-        return dict(shrink=shrink, seed=seed, jit=_g3(rng.uniform(0, 0.03), 2))
-    if template == "greedy":
-        return dict(seed=seed, cand=int(rng.choice([100, 300, 1000, 3000])))
-    raise KeyError(f"unknown CP26 template {template!r}; known: {sorted(CP26_TEMPLATES)}")
-
-# %% ../nbs/09_corpus.ipynb #62da5ca9
-_ERDOS_END = '''    for _ in range(20):
-        h = np.clip(h - h.mean() + 0.5, 0, 0.995)
-    h = h * (n / 2) / h.sum()
-    bound = np.correlate(h, 1 - h, "full").max() * 2 / n
-    print("C5", bound)
-    return h.tolist(), bound, n
-'''
-
-ERDOS_TEMPLATES = {
-"fourier": '''import numpy as np
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """Fourier initialisation h = a + b sin(kx) + c cos(jx)."""
-    n = $n
-    x = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    h = 0.5 + $b * np.sin($k * x) + $c * np.cos($j * x)
-''' + _ERDOS_END,
-"triangle": '''import numpy as np
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """A triangle bump on [0, 2]."""
-    n = $n
-    x = np.linspace(0, 2, n)
-    h = np.maximum(0, 1 - np.abs(x - 1) / $w) * $amp
-''' + _ERDOS_END,
-"gaussian": '''import numpy as np
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """A gaussian bump on [0, 2]."""
-    n = $n
-    x = np.linspace(0, 2, n)
-    h = np.exp(-(x - 1) ** 2 / (2 * $s ** 2)) * $amp
-''' + _ERDOS_END,
-"step_function": '''import numpy as np
-
-def step_function(levels, n):
-    levels = np.r_[levels, levels[::-1]]
-    return np.repeat(levels, n // len(levels) + 1)[:n]
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """A symmetric step function."""
-    n = $n
-    h = step_function($levels, n)
-''' + _ERDOS_END,
-"random_local": '''import numpy as np
-
-def c5(h):
-    return np.correlate(h, 1 - h, "full").max() * 2 / len(h)
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """Random initialisation and local search: move mass between two points if C5 drops."""
-    n = $n
-    rng = np.random.default_rng($seed)
-    h = np.clip(rng.random(n) * $amp + 0.5 - $amp / 2, 0, 0.999)
-    best = c5(h)
-    for _ in range($it):
-        i, j = rng.integers(n, size=2)
-        d = min($delta, h[j], 0.999 - h[i])
-        g = h.copy()
-        g[i] += d
-        g[j] -= d
-        v = c5(g)
-        if v < best:
-            h, best = g, v
-''' + _ERDOS_END,
-"constant": '''import numpy as np
-from scipy.optimize import minimize
-
-def c5(h):
-    return np.correlate(h, 1 - h, "full").max() * 2 / len(h)
-
-def clipped_c5(z):
-    return c5(np.clip(z, 0, 0.999))
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """Constant start np.full(n, 0.5), perturbed, then Powell minimisation."""
-    n = $n
-    h = np.full(n, 0.5) + $eps * np.random.default_rng($seed).standard_normal(n)
-    res = minimize(clipped_c5, h, method="Powell", options={"maxiter": $it})
-    h = np.clip(res.x, 0, 0.999)
-''' + _ERDOS_END,
-"linspace": '''import numpy as np
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """A linear ramp up and down built with linspace."""
-    n, lo = $n, $lo
-    up = np.linspace(lo, $hi, n // 2)
-    h = np.r_[up, up[::-1], [lo] * (n % 2)]
-''' + _ERDOS_END,
-"warm_start": '''import numpy as np
-
-def run(seed=42, budget_s=1000, **kwargs):
-    """Smooth the current construction initial_h_values with a moving average."""
-    h = np.array(initial_h_values, dtype=float)
-    n, w = len(h), $w
-    for _ in range($it):
-        h = np.convolve(h, np.ones(w) / w, "same")
-''' + _ERDOS_END,
-}
-
-# %% ../nbs/09_corpus.ipynb #df97fd47
-def erdos_params(
-    template: str,              # a key of ERDOS_TEMPLATES
-    rng: np.random.Generator,   # source of the numeric variation
-) -> dict:                      # slot values for fill_template
-    "Random slot values for an Erdős template (n, shape parameters, seeds, iteration counts, step sizes)."
-    seed, n = int(rng.integers(100)), int(rng.choice([40, 50, 60, 80, 100, 150, 200]))
-    if template == "fourier":
-        return dict(n=n, b=_g3(rng.uniform(-0.5, 0.5), 2), k=int(rng.integers(1, 4)), c=_g3(rng.uniform(-0.3, 0.3), 2),
-                    j=int(rng.integers(1, 4)))
-    if template == "triangle":
-        return dict(n=n, w=_g3(rng.uniform(0.5, 1.0), 2), amp=_g3(rng.uniform(0.7, 1.0), 2))
-    if template == "gaussian":
-        return dict(n=n, s=_g3(rng.uniform(0.3, 0.6), 2), amp=_g3(rng.uniform(0.7, 1.0), 2))
-    if template == "step_function":
-        levels = np.round(np.sort(rng.uniform(0, 1, int(rng.integers(2, 5)))), 2).tolist()
-        return dict(n=n, levels=str(levels))
-    if template == "random_local":
-        return dict(n=int(rng.choice([30, 40, 50, 60])), seed=seed, amp=_g3(rng.uniform(0.3, 1.0), 2),
-                    it=int(rng.choice([500, 1000, 2000, 4000])), delta=_g3(rng.uniform(0.02, 0.3), 2))
-    if template == "constant":
-        return dict(n=int(rng.choice([12, 16, 20, 24])), seed=seed, eps=_g3(rng.uniform(0.05, 0.3), 2),
-                    it=int(rng.choice([1, 2, 3])))
-    if template == "linspace":
-        return dict(n=n, lo=_g3(rng.uniform(0, 0.3), 2), hi=_g3(rng.uniform(0.7, 1), 2))
-    if template == "warm_start":
-        return dict(it=int(rng.integers(1, 6)), w=int(rng.integers(2, 8)))
-    raise KeyError(f"unknown Erdős template {template!r}; known: {sorted(ERDOS_TEMPLATES)}")
-
 # %% ../nbs/09_corpus.ipynb #f1773a56
-TEMPLATES = {"ac1": (AC1_TEMPLATES, ac1_params), "ac2": (AC2_TEMPLATES, ac2_params),
-             "cp26": (CP26_TEMPLATES, cp26_params), "erdos": (ERDOS_TEMPLATES, erdos_params)}
+def corpus_tasks() -> tuple[str, ...]:
+    "The built-in tasks with a corpus (Task.corpus), in the order of their random streams."
+    specs = {t: get_task(t).corpus for t in TASK_NAMES}
+    return tuple(sorted((t for t, s in specs.items() if s is not None), key=lambda t: specs[t].stream))
 
-TEMPLATE_FAMILIES = {
-    "ac1": {"sqrt_2n": "sqrt_2n_analytic", "scipy_min": "scipy_min", "diff_evo": "diff_evo",
-            "basinhopping": "basinhopping", "sim_anneal": "sim_anneal", "grad_descent": "grad_descent",
-            "genetic": "genetic"},
-    "ac2": {"dual_annealing": "sim_anneal", "diff_evo": "diff_evo", "basinhopping": "basinhopping",
-            "gradient": "gradient_based", "genetic": "genetic", "hill_climb": "greedy_local",
-            "random_search": "random_search"},
-    "cp26": {"grid": "uniform_rows_5x5", "non_uniform_rows": "non_uniform_rows", "hex": "hex_grid",
-             "concentric": "concentric", "equal_radii": "equal_radii", "force": "force_directed",
-             "lp_radii": "variable_radii", "greedy": "greedy"},
-    "erdos": {"fourier": "fourier", "triangle": "bump_triangle", "gaussian": "gaussian_bump",
-              "step_function": "step_function", "random_local": "random_init", "constant": "constant_init",
-              "linspace": "linspace_based", "warm_start": "warm_start"},
-}
+# %% ../nbs/09_corpus.ipynb #edf99ed6
+def templates(
+    task: str,   # one of corpus_tasks()
+) -> dict:       # template name -> {"family", "thought", "source"}, in the manifest's order
+    "The corpus templates of a built-in task, read from its package data; ValueError for a task without a corpus."
+    if task not in corpus_tasks(): raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(corpus_tasks())}")
+    return _read_templates(get_task(task).corpus)
 
-# %% ../nbs/09_corpus.ipynb #cc3745d0
-THOUGHTS = {
-"ac1": {
-    "sqrt_2n": "Normalise $n step heights to the sqrt(2n) target sum and push the autoconvolution peak down: "
-               "$it steps of size $lr at softmax temperature $tau.",
-    "scipy_min": "Local search with scipy minimize ($method) on $n step heights from a random start offset by $off, "
-                 "at most $it iterations.",
-    "diff_evo": "Differential evolution over $n coarse steps: $it generations, population factor $pop.",
-    "basinhopping": "Basin hopping with L-BFGS-B local steps on $n heights: $it hops of step size $step.",
-    "sim_anneal": "Simulated annealing on $n step heights, $steps steps from temperature $t0, moves of size $sigma.",
-    "grad_descent": "Projected gradient descent on a soft maximum of the autoconvolution: $n heights, $it steps of "
-                    "size $lr, softness $tau.",
-    "genetic": "Genetic algorithm: $size step functions of $n heights, $gens generations, mutation $sigma.",
-},
-"ac2": {
-    "dual_annealing": "Simulated annealing with scipy dual_annealing on $n step heights, $it iterations.",
-    "diff_evo": "Differential evolution over $n coarse steps: $it generations, population factor $pop.",
-    "basinhopping": "Basin hopping with L-BFGS-B local steps on $n heights: $it hops of step size $step.",
-    "gradient": "Projected gradient ascent with numerical gradients: $n heights, $it steps of relative size $lr.",
-    "genetic": "Genetic algorithm: $size step functions of $n heights, $gens generations, mutation $sigma.",
-    "hill_climb": "Hill climbing on $n heights: $it single-height moves of log-scale $sigma, kept when C2 improves.",
-    "random_search": "Random search: $it smooth random functions of $n steps with offset $off, keep the best.",
-},
-"cp26": {
-    "grid": "A 5x5 grid plus one circle at ($ex, $ey), radii capped at $r0, pairs shrunk by $shrink.",
-    "non_uniform_rows": "Rows with different numbers of circles, jitter $jit, radii capped at $r0 over the widest row.",
-    "hex": "Hexagonal packing: offset rows of $m circles with spacing $s from $x0, radii capped at $r0 times it.",
-    "concentric": "Three concentric rings at radii $r1, $r2 and $r3 around a centre circle, radii capped at $r0.",
-    "equal_radii": "Equal radii on a $m-column lattice with jitter $jit, as large as fits.",
-    "force": "Force-directed layout: $it repulsion steps of size $step with power $pw, then radii capped at $r0.",
-    "lp_radii": "A linear program maximises the sum of radii on jittered row centres, jitter $jit.",
-    "greedy": "Greedy placement: each circle at the best of $cand random points.",
-},
-"erdos": {
-    "fourier": "Fourier ansatz h = 0.5 + $b sin($k x) + $c cos($j x) on $n points, then shift and rescale to sum n/2.",
-    "triangle": "A triangle bump of width $w and height $amp on $n points, then shift and rescale to sum n/2.",
-    "gaussian": "A gaussian bump of width $s and height $amp on $n points, then shift and rescale to sum n/2.",
-    "step_function": "A symmetric step function of a few sorted levels on $n points.",
-    "random_local": "Random start on $n points, then $it mass moves of at most $delta, kept when C5 drops.",
-    "constant": "A constant 0.5 on $n points perturbed by $eps, then Powell for $it iterations.",
-    "linspace": "A linear ramp from $lo up to $hi and back on $n points.",
-    "warm_start": "Warm start: smooth the current h $it times with a moving average of width $w.",
-},
-}
+
+@functools.cache
+def _read_templates(
+    spec,        # a CorpusSpec
+) -> dict:       # as templates()
+    "The manifest and template files of a corpus spec (importlib.resources), read once."
+    d = importlib.resources.files(spec.package).joinpath(spec.templates)
+    rows = json.loads(d.joinpath("corpus.json").read_bytes().decode("utf-8"))
+    return {r["template"]: dict(family=r["family"], thought=r["thought"],
+                                source=d.joinpath(f"{r['template']}.py.tmpl").read_bytes().decode("utf-8")) for r in rows}
 
 # %% ../nbs/09_corpus.ipynb #99b27533
 def thought(
-    task: str,       # one of TASK_NAMES
+    task: str,       # one of corpus_tasks()
     template: str,   # a template of that task
     params: dict,    # the slot values the program was filled with
 ) -> str:            # "<think>one sentence</think>"
     "The thinking phase of a corpus program: its approach and key numbers, from the template and its slot values."
-    return THINK_START + Template(THOUGHTS[task][template]).substitute(**params) + THINK_END
+    return THINK_START + Template(templates(task)[template]["thought"]).substitute(**params) + THINK_END
 
 # %% ../nbs/09_corpus.ipynb #e39ab371
 def completion(
@@ -726,37 +91,37 @@ def completion(
 
 # %% ../nbs/09_corpus.ipynb #78389c44
 def corpus_program(
-    task: str,       # one of TASK_NAMES
+    task: str,       # one of corpus_tasks()
     template: str,   # a template of that task
     params: dict,    # its slot values (the task's sampler, e.g. ac1_params)
 ) -> str:            # the program text
     "One corpus program: the template of `task` filled with the given slot values."
     _check_template(task, template)
-    return fill_template(TEMPLATES[task][0][template], **params)
+    return fill_template(templates(task)[template]["source"], **params)
 
 # %% ../nbs/09_corpus.ipynb #b3713c44
 def _check_template(task, template):
     "Raise a ValueError naming an unknown task or template."
-    if task not in TEMPLATES: raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(TEMPLATES)}")
-    if template is not None and template not in TEMPLATES[task][0]:
-        raise ValueError(f"unknown {task} template {template!r}; known: {sorted(TEMPLATES[task][0])}")
+    if task not in corpus_tasks(): raise ValueError(f"unknown task {task!r}; valid tasks: {', '.join(corpus_tasks())}")
+    if template is not None and template not in templates(task):
+        raise ValueError(f"unknown {task} template {template!r}; known: {sorted(templates(task))}")
 
 # %% ../nbs/09_corpus.ipynb #8bdd14d8
 def generate_programs(
-    task: str,       # one of TASK_NAMES
+    task: str,       # one of corpus_tasks()
     n: int,          # how many to render (before removing duplicates)
     seed: int = 0,   # seeds the numeric variation
 ) -> list[dict]:     # [{"task", "template", "params", "code"}], distinct codes, in generation order
     "Render `n` programs of `task`, cycling through its templates, with their slot values; duplicates dropped."
     if not isinstance(n, int) or n < 0: raise ValueError(f"n must be a non-negative int, got {n!r}")
     _check_template(task, None)
-    templates, sampler = TEMPLATES[task]
-    names = list(templates)
-    rng = np.random.default_rng([seed, TASK_NAMES.index(task)])
+    spec = get_task(task).corpus
+    names = list(templates(task))
+    rng = np.random.default_rng([seed, spec.stream])
     out, seen = [], set()
     for i in range(n):
         name = names[i % len(names)]
-        params = sampler(name, rng)
+        params = spec.params(name, rng)
         code = corpus_program(task, name, params)
         if code not in seen:
             seen.add(code)
@@ -810,11 +175,11 @@ def corpus_programs(
     cache_dir: str | Path | None = None,  # where the scored corpus is cached; None: $UGTTT_CACHE or ~/.cache/ugttt
     sandbox=None,                   # passed to score_programs
 ) -> list[dict]:                    # scored programs of all tasks
-    "The scored program corpus of all four tasks, built once and cached as JSON."
+    "The scored program corpus of all the corpus tasks, built once and cached as JSON."
     cache = Path(cache_dir or os.environ.get("UGTTT_CACHE") or Path.home() / ".cache" / "ugttt")
     path = cache / f"{CORPUS_VERSION}_seed{seed}_n{n_per_task}.json"
     if path.is_file(): return json.loads(path.read_text())
-    programs = score_programs([p for t in TASK_NAMES for p in generate_programs(t, n_per_task, seed)], sandbox)
+    programs = score_programs([p for t in corpus_tasks() for p in generate_programs(t, n_per_task, seed)], sandbox)
     cache.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(programs))
@@ -867,7 +232,7 @@ def make_examples(
     "Pair compact prompts (no parent, a root, or a corpus parent with a real or synthetic score) with child completions."
     if mix is None: mix = ExampleMix()
     if not isinstance(mix, ExampleMix): raise TypeError(f"mix must be an ExampleMix, got {type(mix).__name__}")
-    by_task = {t: [p for p in programs if p["task"] == t] for t in TASK_NAMES}
+    by_task = {t: [p for p in programs if p["task"] == t] for t in corpus_tasks()}
     for t, ps in by_task.items():
         if not ps: raise ValueError(f"no scored programs for task {t!r}")
     spans = {t: score_span(t, [p["bound"] for p in ps]) for t, ps in by_task.items()}

@@ -8,12 +8,12 @@ import math
 from dataclasses import dataclass, field
 import numpy as np
 from .checks import check_int, patch_to
-from .tasks import State, Task, get_task
+from .tasks import State, Task, get_task, task_names
 
 # %% auto #0
-__all__ = ['REFERENCE_AC_SEED', 'SCALE_FLOOR', 'BACKUPS', 'ADMISSION_LENGTHS', 'state_value', 'root_seeds', 'rank_prior',
-           'value_scale', 'puct_scores', 'lineages', 'select_parents', 'backup_group', 'best_children',
-           'construction_key', 'admissible_length', 'prune_buffer', 'Node', 'PUCTSampler']
+__all__ = ['SCALE_FLOOR', 'BACKUPS', 'state_value', 'root_seeds', 'rank_prior', 'value_scale', 'puct_scores', 'lineages',
+           'select_parents', 'backup_group', 'best_children', 'construction_key', 'admissible_length', 'prune_buffer',
+           'Node', 'PUCTSampler']
 
 # %% ../nbs/23_puct.ipynb #fb3efee3
 def state_value(
@@ -25,16 +25,24 @@ def state_value(
     if state.bound is None: return float(state.reward)
     return -float(state.bound) if direction == "min" else float(state.bound)
 
-# %% ../nbs/23_puct.ipynb #4571dd5b
-REFERENCE_AC_SEED = 42   # the reference's AC root: default_rng(42).random(1000) ("random_no_code")
+# %% ../nbs/23_puct.ipynb #83360e18
+def _task_field(
+    task,        # a Task, or a task name
+    name: str,   # a field of Task
+):
+    "The field `name` of a Task or of the built-in task called `task`; None for any other name."
+    if isinstance(task, str): task = get_task(task) if task in task_names() else None
+    return getattr(task, name, None)
 
+# %% ../nbs/23_puct.ipynb #4571dd5b
 def root_seeds(
-    task: str,         # task name
+    task: Task | str,  # the task, or a task name
     seed: int,         # the run's seed
     n_roots: int,      # number of roots
 ) -> list[int]:        # (n_roots,) the seed passed to Task.initial_state for each root
-    "The seed of each root: the reference's fixed 42 for the AC tasks, seed + i otherwise (Erdős; CP26's root is empty)."
-    if task in ("ac1", "ac2"): return [REFERENCE_AC_SEED] * n_roots
+    "The seed of each root: the task's fixed_root_seed when it has one (AC: the reference's 42), seed + i otherwise."
+    fixed = _task_field(task, "fixed_root_seed")
+    if fixed is not None: return [fixed] * n_roots
     return [seed + i for i in range(n_roots)]
 
 # %% ../nbs/23_puct.ipynb #d02463fb
@@ -144,8 +152,6 @@ def backup_group(
     return n, m, count
 
 # %% ../nbs/23_puct.ipynb #5997be4f
-ADMISSION_LENGTHS = {"ac1": (1000, 100_000), "ac2": (1000, 100_000), "erdos": (0, 1000)}   # (min, max) entries
-
 def best_children(
     child_values: list,   # (G,) value of each rollout's child, None for a failed rollout
     k: int,               # children kept per group
@@ -164,11 +170,11 @@ def construction_key(
 
 # %% ../nbs/23_puct.ipynb #dac2f423
 def admissible_length(
-    task: str,      # task name
+    task: Task | str,   # the task, or a task name
     state: State,   # a child state
 ) -> bool:
-    "Whether the child's construction length is allowed in the buffer (ADMISSION_LENGTHS; other tasks: always)."
-    lo, hi = ADMISSION_LENGTHS.get(task, (0, math.inf))
+    "Whether the child's construction length is allowed in the buffer (the task's admission_lengths; None: always)."
+    lo, hi = _task_field(task, "admission_lengths") or (0, math.inf)
     c = state.construction
     return c is None or len(c) == 0 or lo <= len(c) <= hi
 
@@ -257,7 +263,7 @@ class PUCTSampler:
         self.next_id, self.step = 0, None      # id counter; epoch of the last flush
         self.last_sample: list[dict] = []      # per parent of the last sample: id, n, Q, P, bonus, score
         self.last_scale = 1.0
-        for s in (seeds if seeds is not None else root_seeds(self.task.name, seed, n_roots)):
+        for s in (seeds if seeds is not None else root_seeds(self.task, seed, n_roots)):
             root = self._new_node(self.task.initial_state(s), timestep=-1, parents=[])
             self.nodes.append(root); self.initial_ids.append(root.id)
 
@@ -322,7 +328,7 @@ def update(
     admitted = []
     for i in best_children(values, self.topk_children):
         key = construction_key(children[i])
-        if not admissible_length(self.task.name, children[i]) or (key is not None and key in seen): continue
+        if not admissible_length(self.task, children[i]) or (key is not None and key in seen): continue
         node = self._new_node(children[i], int(timesteps[i]), [dict(id=parent.id, timestep=parent.timestep)] + [dict(p) for p in parent.parents])
         self.nodes.append(node); admitted.append(node)
         if key is not None: seen.add(key)

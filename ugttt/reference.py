@@ -4,9 +4,10 @@
 
 # %% ../nbs/27_reference.ipynb #21dcbf07
 from __future__ import annotations
+from .config import DEFAULT_TASK
 
 # %% auto #0
-__all__ = ['REFERENCE', 'REFERENCE_PERCENTILE', 'reference_overrides']
+__all__ = ['REFERENCE', 'reference_overrides']
 
 # %% ../nbs/27_reference.ipynb #c48290ac
 REFERENCE = {
@@ -22,12 +23,12 @@ REFERENCE = {
     "puct.backup": "reference",         # best value to the direct parent only, 1 count per successful group; TTT-Discover: every ancestor
 }
 
-REFERENCE_PERCENTILE = {"cp26": 25.0}   # tasks the reference ran at another gate percentile than REFERENCE's 5
-
 # %% ../nbs/27_reference.ipynb #b693657e
 def reference_overrides(
-    task: str = "cp26",   # the run's task (a benchmark name or an entry point): the gate percentile depends on it
+    task: str = DEFAULT_TASK,   # the run's task (a benchmark name or an entry point): the gate percentile depends on it
 ) -> dict:                # dotted field name -> the reference's value, as make_config's overrides take them
     "The overrides that give the reference code's behaviour on `task`: REFERENCE, with the gate percentile the reference ran it at."
     if not isinstance(task, str): raise ValueError(f"task must be a task name or an entry point, got {task!r}")
-    return {**REFERENCE, "streaming.percentile": REFERENCE_PERCENTILE.get(task, REFERENCE["streaming.percentile"])}
+    from ugttt.tasks import TASK_NAMES, get_task   # built-in names only: an entry point is not imported here
+    pct = get_task(task).reference_percentile if task in TASK_NAMES else None
+    return {**REFERENCE, "streaming.percentile": REFERENCE["streaming.percentile"] if pct is None else pct}
