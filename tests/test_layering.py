@@ -22,12 +22,13 @@ def _relative_imports(path: Path, top_level_only: bool = False) -> list[ast.Impo
 
 
 def test_config_is_a_leaf():
-    "ugttt/config.py imports only checks at its top; inside functions only the reference's switches, the moved file readers and a built-in task's defaults."
+    "ugttt/config.py imports only checks at its top; inside functions only the reference's switches, the moved file readers, the trackers' checks and a built-in task's defaults."
     assert {n.module for n in _relative_imports(PKG / "config.py", top_level_only=True)} == {"checks"}
     lazy = {(n.module, tuple(a.name for a in n.names)) for n in ast.walk(_tree(PKG / "config.py"))
             if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("ugttt")}
     assert lazy <= {("ugttt.reference", ("reference_overrides",)), ("ugttt", ("config_files",)),
-                    ("ugttt.tasks", ("TASK_NAMES", "get_task"))}, lazy
+                    ("ugttt.tasks", ("TASK_NAMES", "get_task")), ("ugttt.tracking", ("report_to_tuple",)),
+                    ("ugttt.tracking", ("check_report_to",))}, lazy
 
 
 def test_no_private_name_crosses_a_module():
@@ -48,6 +49,29 @@ def test_the_backend_stays_in_the_policy():
             assert "train_mode" not in attrs and "_active" not in attrs, p.name
 
 
+def test_importing_the_policy_leaves_the_sandbox_and_the_tasks_out():
+    "`import ugttt.policy` (the ensemble, its scores and training) loads no part of the sandbox or the tasks."
+    code = "import sys, ugttt.policy; print(sorted(m for m in sys.modules if m.startswith(('ugttt.sandbox', 'ugttt.tasks'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == [], out
+
+
+def test_no_module_is_over_500_lines():
+    "Every module of the package is under 500 lines (nbdev's index, _modidx.py, is data)."
+    sizes = {str(p.relative_to(PKG)): len(p.read_text().splitlines()) for p in MODULES}
+    assert max(sizes.values()) <= 500, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+
+
+def test_no_exported_cell_is_over_60_lines():
+    "Every exported notebook cell holds at most 60 lines: one definition, readable at once."
+    import json
+    long = [(p.name, i, len(s.splitlines())) for p in sorted((ROOT / "nbs").rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts
+            for i, c in enumerate(json.loads(p.read_text())["cells"])
+            for s in ["".join(c["source"])] if c["cell_type"] == "code" and s.startswith(("#| export", "#| exporti"))
+            if len(s.splitlines()) > 60]
+    assert not long, long
+
+
 def test_importing_the_config_loads_nothing_else():
     "`import ugttt.config` loads no other module of the package than checks."
     code = "import sys, ugttt.config; print(sorted(m for m in sys.modules if m.startswith('ugttt.')))"
@@ -58,7 +82,6 @@ def test_importing_the_config_loads_nothing_else():
 @pytest.mark.parametrize("name, module, attr", [
     ("BUDGET_CLOCKS", "ugttt.sandbox.budget", "BUDGET_CLOCKS"),
     ("ISOLATION_MODES", "ugttt.sandbox.confine", "MODES"),
-    ("TRACKERS", "ugttt.tracking", "TRACKERS"),
     ("PUCT_BACKUPS", "ugttt.puct", "BACKUPS"),
 ])
 def test_the_config_checks_against_the_components_own_names(name, module, attr):

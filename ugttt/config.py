@@ -4,17 +4,17 @@
 
 # %% ../nbs/26_config.ipynb #232f69a2
 from __future__ import annotations
-import dataclasses, functools, importlib.util, json, math, types, typing
+import dataclasses, functools, json, math, types, typing
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
 from .checks import check_int, is_int, quote
 
 # %% auto #0
-__all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BACKUPS', 'DTYPES', 'DEFAULT_TASK', 'TRACKERS',
+__all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BACKUPS', 'DTYPES', 'DEFAULT_TASK',
            'PAPER_TRANSITION', 'POLICY_PRESETS', 'UPDATE_PRESETS', 'STREAMING_PRESETS', 'SECTIONS', 'TRAIN_PRESETS',
-           'FLAT_NAMES', 'report_to_tuple', 'check_report_to', 'PolicyConfig', 'UpdateConfig', 'StreamingConfig',
-           'PUCTConfig', 'SandboxConfig', 'TrainConfig', 'config_fields', 'type_options', 'from_json',
-           'streams_by_default', 'migrate_flat', 'make_config', 'config_to_dict', 'config_from_dict']
+           'FLAT_NAMES', 'PolicyConfig', 'UpdateConfig', 'StreamingConfig', 'PUCTConfig', 'SandboxConfig',
+           'TrainConfig', 'config_fields', 'type_options', 'from_json', 'streams_by_default', 'migrate_flat',
+           'make_config', 'config_to_dict', 'config_from_dict']
 
 # %% ../nbs/26_config.ipynb #22260b48
 METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
@@ -24,38 +24,6 @@ ISOLATION_MODES = ("bwrap", "mountns", "netns", "limits")   # the sandbox's isol
 PUCT_BACKUPS = ("ttt_discover", "reference")        # how a result is backed up the PUCT tree (23_puct)
 DTYPES = ("float32", "bfloat16", "float16", "float64")      # dtypes of the frozen base weights (16_policy)
 DEFAULT_TASK = "cp26"                              # the task of a config that names none
-
-# %% ../nbs/26_config.ipynb #6ba69a64
-TRACKERS = ("tensorboard", "trackio", "wandb")   # report_to values besides "none", in this order   # each also the module it needs and its pip extra
-
-# %% ../nbs/26_config.ipynb #bbad5d53
-def report_to_tuple(
-    value,   # "none", "tensorboard", "tensorboard,wandb", a list or tuple of names, or None
-) -> tuple:  # the names, deduplicated, in TRACKERS' order (unknown names kept, for check_report_to to name them)
-    "Normalise a report_to value the way TRL accepts it into a tuple of tracker names."
-    if value is None: return ()
-    if isinstance(value, str): names = [v.strip() for v in value.split(",") if v.strip()]
-    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value): names = [v.strip() for v in value]
-    else: raise TypeError(f"report_to must be a str or a list of str, got {value!r}")
-    if "none" in names:
-        if len(names) > 1: raise ValueError(f"report_to {value!r}: 'none' cannot be combined with trackers")
-        return ()
-    order = {n: i for i, n in enumerate(TRACKERS)}
-    return tuple(sorted(dict.fromkeys(names), key=lambda n: order.get(n, len(order))))
-
-# %% ../nbs/26_config.ipynb #c375747a
-def check_report_to(
-    value,                  # "none", a tracker, "a,b", or a list / tuple of trackers
-    installed: bool = True, # also check that each tracker's extra is installed
-) -> tuple:                 # the trackers, in TRACKERS order
-    "The trackers `value` asks for; ValueError for an unknown one, ImportError naming the extra for one not installed."
-    names = report_to_tuple(value)
-    bad = [n for n in names if n not in TRACKERS]
-    if bad: raise ValueError(f"unknown report_to entry {bad[0]!r}; choose from none, {', '.join(TRACKERS)}")
-    for n in names if installed else ():
-        if importlib.util.find_spec(n) is None:
-            raise ImportError(f"report_to={n!r} needs {n}: pip install ugttt[{n}]")
-    return names
 
 # %% ../nbs/26_config.ipynb #b1d4b4b8
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -325,6 +293,7 @@ class TrainConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)       # how programs are executed (not what they compute)
 
     def __post_init__(self):
+        from ugttt.tracking import report_to_tuple   # the trackers are 25_tracking's; imported when a config is made
         object.__setattr__(self, "report_to", report_to_tuple(self.report_to))   # "none", "wandb", "a,b" or a list, as TRL
         _check_train_config(self)
 
@@ -342,6 +311,7 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.prompt_style not in ("chat", "compact"): raise ValueError(f"prompt_style must be 'chat' or 'compact', got {quote(c.prompt_style)}")
     if not c.budget_s > 0: raise ValueError(f"budget_s must be > 0, got {c.budget_s}")
     if c.budget_clock not in BUDGET_CLOCKS: raise ValueError(f"budget_clock must be 'cpu' or 'wall', got {quote(c.budget_clock)}")
+    from ugttt.tracking import check_report_to
     check_report_to(c.report_to, installed=False)   # names only: whether the extra is installed is train's check
     for name, cls in SECTIONS.items():
         if not isinstance(getattr(c, name), cls): raise TypeError(f"{name} must be a {cls.__name__}, got {type(getattr(c, name)).__name__}")

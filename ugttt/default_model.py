@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from .tasks import COMPACT_PROGRAM_MARKER, THINK_END, THINK_START
+from .prompts import COMPACT_PROGRAM_MARKER, THINK_END, THINK_START
 
 # %% auto #0
 __all__ = ['EOS_TOKEN', 'PAD_TOKEN', 'SPECIAL_TOKENS', 'THINK_TOKENS', 'DEFAULT_MODEL_DIR', 'MODEL_FILES', 'ARCH_FIELDS',

@@ -5,14 +5,14 @@
 # %% ../nbs/06_prompts.ipynb #724e8ee0
 from __future__ import annotations
 import re
-from .sandbox.budget import WALL_BACKSTOP
 
 # %% auto #0
-__all__ = ['COMPACT_PROGRAM_MARKER', 'STDOUT_TAIL_CHARS', 'compact_prompt', 'chat_prompt']
+__all__ = ['COMPACT_PROGRAM_MARKER', 'STDOUT_TAIL_CHARS', 'THINK_START', 'THINK_END', 'compact_prompt', 'chat_prompt']
 
 # %% ../nbs/06_prompts.ipynb #524f4d10
 COMPACT_PROGRAM_MARKER = "<|program|>"   # a compact prompt ends with this line; the model's program follows it
 STDOUT_TAIL_CHARS = 500                  # tail of the parent's output shown in a chat prompt (reference: 500)
+THINK_START, THINK_END = "<think>", "</think>"   # a thinking phase (Qwen3 chat models, the embedded model) sits between these
 
 # %% ../nbs/06_prompts.ipynb #921626af
 def _fence(
@@ -78,8 +78,7 @@ def chat_prompt(
     budget_clock: str = "cpu",               # what budget_s counts: "cpu" (CPU seconds, per core) or "wall" (ugttt.sandbox)
 ) -> str:
     "The full prompt for an instruction-tuned model: problem, read-only verifier, parent value/target/gap, code, output tail, rules."
-    name, fmt = task.bound_name, f".{task.digits}f"
-    better = "lower is better" if task.direction == "min" else "higher is better"
+    from ugttt.sandbox.budget import WALL_BACKSTOP   # here, not at the top: the prompts load without the sandbox
     lines = ["You write Python programs that search for better constructions on an open problem in mathematics.",
              "", f"## Problem: {task.title}", "", task.problem, "",
              "## How the result is scored (read-only)", "",
@@ -87,22 +86,7 @@ def chat_prompt(
              "starts; call them as often as you like, for example to check a candidate. Changing them in your process "
              "changes nothing: what your entry point returns is scored again, outside your process, by this same code.",
              "", _fence(verifier.rstrip(), "python"), "", "## Where the search stands", ""]
-    if p.bound is None: lines.append(f"No construction has been scored yet ({better}).")
-    elif p.parent_bounds and p.parent_bounds[0] is not None:
-        lines.append(f"{name} before -> after the previous program ({better}): "
-                     f"{p.parent_bounds[0]:{fmt}} -> {p.bound:{fmt}}")
-    else: lines.append(f"{name} of the current construction ({better}): {p.bound:{fmt}}")
-    op = "<=" if task.direction == "min" else ">="
-    if p.bound is None: lines.append(f"Target: {name} {op} {task.target:g}.")
-    else:
-        gap = p.bound - task.target if task.direction == "min" else task.target - p.bound
-        lines.append(f"Target: {name} {op} {task.target:g}; remaining gap {gap:.6f}" +
-                     (" (reached; every further improvement is still rewarded)." if gap <= 0 else
-                      ". Improvements beyond the target are rewarded too."))
-    if p.construction is not None:
-        where = (f"available to your program as the numpy array `{task.warm_start}`; starting from it is optional "
-                 "and a fresh start is welcome" if task.warm_start else "not passed to your program")
-        lines.append(f"The current construction has {len(p.construction)} {task.unit}, {where}.")
+    lines += _standing(task, p)
     lines += ["", "## Previous program", ""]
     lines += [_fence(_shown_code(p.code, code_chars), "python") if p.code.strip() else "There is none yet: write a program from scratch."]
     if (p.stdout or "").strip():
@@ -127,3 +111,30 @@ def chat_prompt(
                "Work out a promising method."),
               "Then give the complete program in one block between ```python and ```."]
     return "\n".join(lines)
+
+# %% ../nbs/06_prompts.ipynb #f3469bbf
+def _standing(
+    task,   # a ugttt.tasks.Task
+    p,      # the parent, a ugttt.tasks.State
+) -> list[str]:   # the lines of "Where the search stands"
+    "The parent's value (and the one before it), the target and the gap, and where its construction is."
+    name, fmt = task.bound_name, f".{task.digits}f"
+    better = "lower is better" if task.direction == "min" else "higher is better"
+    lines = []
+    if p.bound is None: lines.append(f"No construction has been scored yet ({better}).")
+    elif p.parent_bounds and p.parent_bounds[0] is not None:
+        lines.append(f"{name} before -> after the previous program ({better}): "
+                     f"{p.parent_bounds[0]:{fmt}} -> {p.bound:{fmt}}")
+    else: lines.append(f"{name} of the current construction ({better}): {p.bound:{fmt}}")
+    op = "<=" if task.direction == "min" else ">="
+    if p.bound is None: lines.append(f"Target: {name} {op} {task.target:g}.")
+    else:
+        gap = p.bound - task.target if task.direction == "min" else task.target - p.bound
+        lines.append(f"Target: {name} {op} {task.target:g}; remaining gap {gap:.6f}" +
+                     (" (reached; every further improvement is still rewarded)." if gap <= 0 else
+                      ". Improvements beyond the target are rewarded too."))
+    if p.construction is not None:
+        where = (f"available to your program as the numpy array `{task.warm_start}`; starting from it is optional "
+                 "and a fresh start is welcome" if task.warm_start else "not passed to your program")
+        lines.append(f"The current construction has {len(p.construction)} {task.unit}, {where}.")
+    return lines

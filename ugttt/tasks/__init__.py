@@ -9,7 +9,8 @@ from . import core
 
 LAZY = {   # name -> the module it comes from
     'TASK_NAMES': None, 'MAX_ENTRIES': 'ugttt.scoring', 'Score': 'ugttt.scoring',
-    'COMPACT_PROGRAM_MARKER': 'ugttt.prompts', 'STDOUT_TAIL_CHARS': 'ugttt.prompts',
+    'COMPACT_PROGRAM_MARKER': 'ugttt.prompts', 'STDOUT_TAIL_CHARS': 'ugttt.prompts', 'THINK_START': 'ugttt.prompts',
+    'THINK_END': 'ugttt.prompts',
     'c1_upper_bound': 'ugttt.tasks.ac1', 'c2_lower_bound': 'ugttt.tasks.ac2',
 }
 __all__ = list(core.__all__) + list(LAZY)

@@ -23,15 +23,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
 from ..checks import check_int, is_int, patch_to
-from ..prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, chat_prompt, compact_prompt
+from ..prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, THINK_END, THINK_START, chat_prompt, compact_prompt
 from ..scoring import MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, Score
 
 # %% auto #0
-__all__ = ['THINK_START', 'THINK_END', 'MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'verifier_source',
-           'task_names', 'get_task', 'check_task', 'extract_program', 'program_source']
+__all__ = ['MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'verifier_source', 'task_names', 'get_task',
+           'check_task', 'extract_program', 'program_source']
 
 # %% ../../nbs/07_tasks.ipynb #dccf75f3
-THINK_START, THINK_END = "<think>", "</think>"   # a thinking phase (Qwen3 chat models, the embedded model) sits between these
 MAX_PROGRAM_CHARS = 200_000              # longer programs are refused unsent: a whole 32k-token completion is ~130k characters
 
 # %% ../../nbs/07_tasks.ipynb #1de97f1c
