@@ -78,7 +78,7 @@ docs-slow: install $(BIN)/.docs-installed
 	nice -n 5 $(BIN)/python tools/build_docs.py --slow
 
 # The site checked in a real browser: builds it, then headless Chromium (Debian's chromium, installed here where we
-# may) screenshots the index, 11_uncertainty and Table 1 into _build/docs/screenshots and checks math, figures, links.
+# may) screenshots the index, 10_uncertainty and Table 1 into _build/docs/screenshots and checks math, figures, links.
 docs-test: install $(BIN)/.docs-installed
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \

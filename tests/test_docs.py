@@ -2,7 +2,7 @@
 
 `tools/build_docs.py` executes every notebook into _build/docs (only the notebooks whose source or package changed
 since the last build; the first build takes most of 15 minutes on 2 cores) and renders the site; then headless
-Chromium opens the index (the README), 11_uncertainty and the Table 1 page, takes screenshots into
+Chromium opens the index (the README), 10_uncertainty and the Table 1 page, takes screenshots into
 _build/docs/screenshots, and the test asserts that the math rendered (MathJax's output elements, no MathJax error),
 every figure loaded (naturalWidth > 0) and no relative link of any page of the site is broken. Skipped unless
 UGTTT_DOCS=1 (make docs-test) or UGTTT_SLOW=1 (make slow): it takes minutes and needs the `docs` extra and chromium.
@@ -31,15 +31,15 @@ SHOTS = ROOT / "_build" / "docs" / "screenshots"
 
 
 def test_links_into_the_site_stay_and_others_go_to_the_repository():
-    site = {"README.md", "docs/install.md", "docs/results/README.md", "nbs/11_uncertainty.ipynb"}
+    site = {"README.md", "docs/install.md", "docs/results/README.md", "nbs/10_uncertainty.ipynb"}
     git = "https://github.com/ugttt/ugttt/blob/main"
     text = ("[a](docs/install.md) [b](docs/results/) [c](Makefile) ![d](docs/results/x.png) [e](https://x.org) "
-            "[f](#top) [g](nbs/11_uncertainty.ipynb#eq-2)")
+            "[f](#top) [g](nbs/10_uncertainty.ipynb#eq-2)")
     assert B.rewrite_links(text, "", site) == (f"[a](docs/install.md) [b](docs/results/README.md) [c]({git}/Makefile) "
                                                f"![d]({git}/docs/results/x.png) [e](https://x.org) [f](#top) "
-                                               "[g](nbs/11_uncertainty.ipynb#eq-2)")
-    assert B.rewrite_links("[g](../nbs/11_uncertainty.ipynb) [h](../Makefile)", "docs", site) == \
-        f"[g](../nbs/11_uncertainty.ipynb) [h]({git}/Makefile)"
+                                               "[g](nbs/10_uncertainty.ipynb#eq-2)")
+    assert B.rewrite_links("[g](../nbs/10_uncertainty.ipynb) [h](../Makefile)", "docs", site) == \
+        f"[g](../nbs/10_uncertainty.ipynb) [h]({git}/Makefile)"
 
 
 def test_a_slow_cell_shows_its_cached_output_or_says_it_was_not_run(tmp_path, monkeypatch):
@@ -82,7 +82,7 @@ def test_pages_render_math_and_figures_in_chromium(site):
     print(json.dumps(info, indent=1))
     index, unc, table1 = (info[p] for p in PAGES)
     assert index["title"] == "ugttt" and unc["title"].startswith("Uncertainty") and table1["title"].startswith("Table 1"), info
-    for page in ("index.html", "nbs/11_uncertainty.html"):
+    for page in ("index.html", "nbs/10_uncertainty.html"):
         i = info[page]
         assert i["math_sources"] > 0 and i["math_rendered"] == i["math_sources"], (page, i)   # every formula typeset
     assert unc["math_rendered"] >= 50, unc                                    # a page of equations, not one stray formula
@@ -105,13 +105,13 @@ def test_no_broken_link(site):
 @needs_site
 def test_notebook_pages_have_outputs_and_say_what_was_not_run(site):
     text = lambda p: (site / p).read_text()
-    assert "cell_output" in text("nbs/33_cli.html") and "One seed per method" in text("nbs/33_cli.html")   # outputs shown
-    assert "<img" in text("nbs/33_cli.html")                                  # the report's figure, produced at build time
-    for page in ("nbs/14_propositions.html", "nbs/10_default_model.html"):    # their `#| slow` cells: cached or said so
+    assert "cell_output" in text("nbs/66_cli.html") and "One seed per method" in text("nbs/66_cli.html")   # outputs shown
+    assert "<img" in text("nbs/66_cli.html")                                  # the report's figure, produced at build time
+    for page in ("nbs/tutorials/02_propositions.html", "nbs/40_default_model.html"):    # their `#| slow` cells: cached or said so
         assert "Cached output." in text(page) or "Not run in this build." in text(page), page
-    for page in site.glob("nbs/*.html"):
+    for page in site.glob("nbs/**/*.html"):
         assert "failed to execute in this build" not in page.read_text(), page.name
         assert "Not executed yet" not in page.read_text(), page.name
-    for nb in (ROOT / "nbs").glob("*.ipynb"):                                 # the committed notebooks stay clean
+    for nb in (ROOT / "nbs").rglob("*.ipynb"):                               # the committed notebooks stay clean
         cells = json.loads(nb.read_text())["cells"]
         assert not any(c.get("outputs") for c in cells), f"{nb.name} has outputs"

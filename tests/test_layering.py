@@ -1,6 +1,6 @@
 """The package's layering, read from its source: the config is a leaf, no private name crosses a module, the ensemble's
-backend stays inside the policy, importing the policy leaves the sandbox out, and the names the config checks against
-are the components' own."""
+backend stays inside the policy, importing the policy leaves the sandbox out, the sandbox stands alone, and the names
+the config checks against are the components' own."""
 import ast, subprocess, sys
 from pathlib import Path
 
@@ -52,6 +52,25 @@ def test_the_backend_stays_in_the_policy():
 def test_importing_the_policy_leaves_the_sandbox_and_the_tasks_out():
     "`import ugttt.policy` (the ensemble, its scores and training) loads no part of the sandbox or the tasks."
     code = "import sys, ugttt.policy; print(sorted(m for m in sys.modules if m.startswith(('ugttt.sandbox', 'ugttt.tasks'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == [], out
+
+
+def test_the_sandbox_stands_alone():
+    "The sandbox's modules import only the standard library, numpy, `ugttt.checks`, each other and (its Ray backend) ray."
+    outside = set()
+    for p in sorted((PKG / "sandbox").glob("*.py")):
+        for n in ast.walk(_tree(p)):
+            names = ([a.name for a in n.names] if isinstance(n, ast.Import) else
+                     ["." * n.level + (n.module or "")] if isinstance(n, ast.ImportFrom) else [])
+            for name in names:
+                if name.startswith("..") or name.startswith("ugttt."):
+                    ok = name in ("..checks", "ugttt.checks") or name.startswith("ugttt.sandbox.")
+                elif name.startswith("."): ok = True                                   # a sibling in the sandbox
+                else: ok = name.split(".")[0] in sys.stdlib_module_names | {"numpy"} | ({"ray"} if p.name == "ray.py" else set())
+                if not ok: outside.add((p.name, name))
+    assert not outside, sorted(outside)
+    code = "import sys, ugttt.sandbox; print(sorted(m for m in sys.modules if m.startswith('ugttt.') and not m.startswith(('ugttt.sandbox', 'ugttt.checks'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert eval(out) == [], out
 

@@ -84,6 +84,7 @@ def execute_all(names: list[str], run_slow: bool, log) -> dict:
     pkg, status = package_digest(), {}
     for name in names:
         src, out = ROOT / "nbs" / f"{name}.ipynb", BUILD / "executed" / f"{name}.ipynb"
+        out.parent.mkdir(parents=True, exist_ok=True)   # a tutorial's copy goes to executed/tutorials/
         stamp = out.with_suffix(".stamp")
         want = hashlib.sha256(src.read_bytes() + pkg.encode() + str(run_slow).encode()).hexdigest()
         if out.exists() and stamp.exists() and stamp.read_text() == want:
@@ -197,6 +198,13 @@ def rewrite_links(text: str, where: str, site: set) -> str:
     return LINK.sub(fix, text)
 
 
+def reading_order() -> list[str]:
+    "Every notebook's name (its path under nbs/ without .ipynb) in reading order: the index, the tutorials, then by number."
+    nbs = ROOT / "nbs"
+    found = [p.relative_to(nbs).with_suffix("").as_posix() for p in nbs.rglob("[0-9]*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    return sorted(found, key=lambda n: (n != "00_index", not n.startswith("tutorials/"), n))
+
+
 def title_of(nb) -> str:
     "A notebook's title: its first Markdown heading."
     for c in nb.cells:
@@ -222,8 +230,10 @@ def write_sources(names: list[str], status: dict, run_slow: bool, log) -> None:
         executed = BUILD / "executed" / f"{n}.ipynb"
         ran = status.get(n) != "FAILED" and executed.exists()
         pages_nb[n] = page_from_notebook(n, executed if ran else None, cache, run_slow, site, log, status.get(n),
-                                         "" if n == "00_index" else "nbs")
-        if n != "00_index": nbformat.write(pages_nb[n], SRC / "nbs" / f"{n}.ipynb")
+                                         "" if n == "00_index" else os.path.dirname(f"nbs/{n}"))
+        if n != "00_index":
+            (SRC / "nbs" / n).parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(pages_nb[n], SRC / "nbs" / f"{n}.ipynb")
     if run_slow:
         CACHE.parent.mkdir(parents=True, exist_ok=True)
         CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
@@ -279,7 +289,7 @@ def main(argv=None) -> int:
     logf = open(BUILD / "build.log", "w")
     def log(msg):
         print(msg, flush=True); logf.write(msg + "\n"); logf.flush()
-    names = [p.stem for p in sorted((ROOT / "nbs").glob("[0-9]*.ipynb")) if p.stem != "00_index"]   # 00_index: the front page
+    names = [n for n in reading_order() if n != "00_index"]   # 00_index: the front page
     status = {n: "reused" for n in ["00_index"] + names}
     if not args.render:
         log(f"executing {len(args.only or names)} notebooks, one at a time")

@@ -17,7 +17,7 @@ FORBIDDEN = {
     'an issue text': re.compile(r'\b(the|this|that) issue\b|\bissue #?\d+\b', re.IGNORECASE),
     'the paper macro \\MI': re.compile(r'\\MI\b'),
 }
-GLOBS = ['nbs/*.ipynb', 'ugttt/**/*.py', 'README.md', 'docs/**/*.md', 'bench/*.py', 'Makefile', 'settings.ini', 'requirements.txt',
+GLOBS = ['nbs/**/*.ipynb', 'ugttt/**/*.py', 'README.md', 'docs/**/*.md', 'bench/*.py', 'Makefile', 'settings.ini', 'requirements.txt',
          'setup.py', 'reproduce/*.ipynb']
 
 

@@ -13,7 +13,7 @@ def snapshot() -> dict:
 
 
 def main() -> int:
-    nbs = sorted(ROOT.glob('nbs/[0-9]*.ipynb'))
+    nbs = sorted(p for p in ROOT.glob('nbs/**/[0-9]*.ipynb') if '.ipynb_checkpoints' not in p.parts)
     if not nbs:
         print('check_sync: no notebooks found under nbs/'); return 1
     before = snapshot()

@@ -1,7 +1,7 @@
 """Authoring aid: convert a notebook to and from a plain 'percent' text form for editing in a text editor.
 
-    python tools/nbtext.py to-text nbs/11_uncertainty.ipynb /tmp/11.py   # notebook -> text
-    python tools/nbtext.py to-nb /tmp/11.py nbs/11_uncertainty.ipynb     # text -> notebook (outputs dropped)
+    python tools/nbtext.py to-text nbs/10_uncertainty.ipynb /tmp/10.py   # notebook -> text
+    python tools/nbtext.py to-nb /tmp/10.py nbs/10_uncertainty.ipynb     # text -> notebook (outputs dropped)
 
 Cells are separated by lines `# %%` (code) and `# %% [markdown]` (markdown, each line prefixed by `# `).
 A code cell's papermill tags go on the marker: `# %% tags=["parameters"]`.

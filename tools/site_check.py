@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["index.html", "nbs/11_uncertainty.html", "docs/results/table1.html"]   # the pages the browser test looks at
+PAGES = ["index.html", "nbs/10_uncertainty.html", "docs/results/table1.html"]   # the pages the browser test looks at
 
 
 class Browser:

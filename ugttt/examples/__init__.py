@@ -1,1 +1,1 @@
-"""Worked examples of your own problems (nbs/35_your_problem); your own problems live in your own package."""
+"""Worked examples of your own problems (nbs/tutorials/03_your_problem); your own problems live in your own package."""

@@ -1,4 +1,4 @@
-"""The benchmarks: the task core (`ugttt.tasks.core`, nbs/07_tasks) and one plug-in module per benchmark (ac1, ac2, cp26, erdos)."""
+"""The benchmarks: the task core (`ugttt.tasks.core`, nbs/30_tasks) and one plug-in module per benchmark (ac1, ac2, cp26, erdos)."""
 # Written by hand, not exported from a notebook (as ugttt/__init__.py). The core's names are imported here; TASK_NAMES
 # (the benchmark modules on this package's __path__) and the names below that live in a benchmark or in the shared
 # verifiers load on first use (PEP 562). tests/test_packaging.py checks that __all__ is the core's __all__ plus these.
