@@ -61,7 +61,7 @@ def python_dirs() -> list:
 def _bwrap_prefix(
     tmp_mb: int,      # size of the private /tmp and /dev/shm, MB
     env: dict,        # the environment inside (bwrap clears the caller's and sets this one)
-    drop_caps: bool,  # as root: keep only the zygote's four capabilities (no user namespace)
+    drop_caps: bool,  # as root: keep only the zygote's four capabilities (no user namespace of bubblewrap's own)
 ) -> list:
     "The bubblewrap argv that runs a command (appended after it) in a new read-only root."
     a = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc',
@@ -260,6 +260,23 @@ def _launch(
         try: os.write(2, f'ugttt isolation launcher: {type(e).__name__}: {e}\n'.encode())
         finally: os._exit(70)
 
+# %% ../../nbs/53_sandbox_confine.ipynb #94ebf430
+def _root_userns_then(
+    spec: dict,  # ppid: the caller, which the launcher dies with
+    argv: list,  # the command to exec in the user namespace: bubblewrap's
+) -> None:
+    "As root: enter a user namespace mapping every uid to itself that allows none below it, then exec `argv`; never returns."
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        _libc_call('prctl(PR_SET_PDEATHSIG)', libc.prctl(1, signal.SIGKILL, 0, 0, 0))
+        if os.getppid() != spec['ppid']: os._exit(1)               # the caller died before we could say so
+        if _root_userns(libc, 0):
+            with open('/proc/sys/user/max_user_namespaces', 'w') as fh: fh.write('0')   # no user namespace below this one
+        os.execvp(argv[0], argv)
+    except BaseException as e:
+        try: os.write(2, f'ugttt isolation launcher: {type(e).__name__}: {e}\n'.encode())
+        finally: os._exit(70)
+
 # %% ../../nbs/53_sandbox_confine.ipynb #c5cbe6ce
 def isolation_command(
     mode: str,        # 'bwrap', 'mountns', 'netns' or 'limits'
@@ -269,11 +286,15 @@ def isolation_command(
 ) -> list:
     "The argv prefix that runs a command inside `mode`; the command follows it."
     if mode == 'limits': return []
+    me = importlib.util.find_spec('ugttt.sandbox.confine').origin
+    if mode == 'bwrap' and drop_caps:                          # as root: in a user namespace that allows none below it
+        launcher = [sys.executable, '-I', '-S', me, '--ugttt-userns', json.dumps({'ppid': os.getpid()}), '--']
+        return launcher + _bwrap_prefix(tmp_mb, env, drop_caps)
     if mode == 'bwrap': return _bwrap_prefix(tmp_mb, env, drop_caps)
     keep = sorted(_ZYGOTE_CAPS.values()) if drop_caps else [_ZYGOTE_CAPS['CAP_SYS_ADMIN']] if mode == 'mountns' and os.getuid() else None
     spec = {'ppid': os.getpid(), 'files': mode == 'mountns', 'python_dirs': python_dirs() if mode == 'mountns' else [],
             'tmp_bytes': tmp_mb * 2**20, 'keep_caps': keep}
-    return [sys.executable, '-I', '-S', importlib.util.find_spec('ugttt.sandbox.confine').origin, '--ugttt-launch', json.dumps(spec), '--']
+    return [sys.executable, '-I', '-S', me, '--ugttt-launch', json.dumps(spec), '--']
 
 # %% ../../nbs/53_sandbox_confine.ipynb #eec65e28
 def _check_confined(
@@ -371,8 +392,8 @@ def isolation_report() -> tuple[str, bool]:
     else:
         lines.append(f'seccomp filter: NONE on {platform.machine()} (it exists for x86-64 only): programs may open ANY socket '
                      'family, AF_VSOCK (a virtual machine\'s channel to its hypervisor) and AF_NETLINK included, and reach the '
-                     'kernel keyring; the namespaces still hold, and in bwrap and mountns a normal user\'s programs get no '
-                     'capability and no nested user namespace')
+                     'kernel keyring; the namespaces still hold, and in bwrap and mountns programs get no capability and no '
+                     'nested user namespace (as root, where root may make the user namespace that forbids one)')
     from ugttt.sandbox.cgroups import cgroup_bases
     if os.getuid() == 0 and 'memory' in cgroup_bases():
         lines.append("memory: a memory cgroup per worker caps a program's processes together at memory_mb (and its /tmp, /dev/shm)")
@@ -385,3 +406,4 @@ def isolation_report() -> tuple[str, bool]:
 # %% ../../nbs/53_sandbox_confine.ipynb #2a865908
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-launch']: _launch(json.loads(sys.argv[2]), sys.argv[4:])
 if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-probe']: _check_confined(sys.argv[2])
+if __name__ == '__main__' and sys.argv[1:2] == ['--ugttt-userns']: _root_userns_then(json.loads(sys.argv[2]), sys.argv[4:])
