@@ -60,12 +60,14 @@ class Worker:
     GRACE_S = 1.5    # wall clock: the caller kills a worker that has not reported this long after the budget
     SILENT_S = 10 * TICK_S   # CPU clock: the caller kills a worker that has sent no tick or report this long
     IDLE_S = 30.0    # the longest a zygote may take to be idle again after a program (sweep, fork, confine)
+    DRAIN_S = 2.0    # wall clock: how long the pipes may stay open once the zygote says every process of the program is gone
 
     def __init__(self,
                  sb: 'Sandbox', # the sandbox whose settings it follows
                  index: int):   # its number among the sandbox's workers (names its cgroups)
         self.sb, self.index, self.dead, self.proc, self.sock, self.cg = sb, index, False, None, None, None
         self.info, self.idle, self.jobs = {}, False, 0
+        self.after = None    # the zygote's word after a program's cleanup, when _await_result read it first
         self.uid = take_uid() if sb.program_uids else None
 
     def kill(self) -> None:
@@ -128,18 +130,26 @@ def start(self) -> None:
         gap = f"no seccomp filter: {ready.get('seccomp_error')}"
         if gap not in sb.missing: sb.missing.append(gap); sb.warn_once(gap)
 
+# %% ../../nbs/56_sandbox_worker.ipynb #d76c22bd
+@patch_to(Worker)
+def _read_ctl(self,
+              timeout_s: float, # the longest to wait for the word to arrive whole
+             ) -> dict:
+    "The zygote's next word on the control socket, or {'tainted': why} when it is dead, silent or garbled."
+    try:
+        self.sock.settimeout(timeout_s)
+        msg, _ = recv_msg(self.sock)
+    except (OSError, EOFError, ValueError) as e: return {'tainted': f'{type(e).__name__}: {e}'}
+    finally:
+        try: self.sock.settimeout(None)
+        except OSError: pass
+    return msg if isinstance(msg, dict) else {'tainted': 'the zygote died' if msg is None else 'unexpected message'}
+
 # %% ../../nbs/56_sandbox_worker.ipynb #dded93f8
 @patch_to(Worker)
 def _await_idle(self) -> None:
     "Wait until the zygote says its next child is confined; WorkerLost if it is tainted, dead or silent."
-    try:
-        self.sock.settimeout(self.IDLE_S)
-        msg, _ = recv_msg(self.sock)
-    except (OSError, EOFError, ValueError) as e: msg = {'tainted': f'{type(e).__name__}: {e}'}
-    finally:
-        try: self.sock.settimeout(None)
-        except OSError: pass
-    if msg is None: msg = {'tainted': 'the zygote died'}
+    msg, self.after = self.after or self._read_ctl(self.IDLE_S), None
     if msg.get('idle') is not True: raise WorkerLost(str(msg.get('tainted') or 'unexpected message')[:300])
     self.idle = True
 
@@ -199,7 +209,7 @@ def _await_result(self, job: dict, pipes: list, budget_s: float, cap: int) -> tu
         heard, drain_until = t0, None                          # the zygote's last word
         while True:
             now = time.monotonic()
-            if report is not None and len(sel.get_map()) == 0: break
+            if report is not None and open_pipes == 0: break
             deadline = t0 + budget_s + self.GRACE_S if wall else heard + self.SILENT_S
             if report is None and now > deadline and (wall or not any(k.data == 'ctl' for k, _ in sel.select(0))):
                 lost = 'timeout'; break                        # (a tick still unread, when we were slow ourselves, is a word)
@@ -207,18 +217,15 @@ def _await_result(self, job: dict, pipes: list, budget_s: float, cap: int) -> tu
             events = sel.select(timeout=max(0.0, (drain_until or deadline) - now))
             for key, _ in events:
                 if key.data == 'ctl':
-                    try: self.sock.settimeout(5); msg, _ = recv_msg(self.sock)
-                    except (OSError, EOFError, ValueError) as e: msg, lost = None, f'{type(e).__name__}: {e}'
-                    finally:
-                        try: self.sock.settimeout(None)
-                        except OSError: pass
-                    heard = time.monotonic()
-                    if isinstance(msg, dict) and msg.get('tick'): continue   # the zygote keeps time; the program runs on
-                    sel.unregister(self.sock)
+                    msg, heard = self._read_ctl(5), time.monotonic()
+                    if msg.get('tick'): continue                   # the zygote keeps time; the program runs on
+                    if report is not None:                         # its word after the cleanup: the program's processes are gone
+                        sel.unregister(self.sock); self.after = msg; drain_until = min(drain_until, heard + self.DRAIN_S)
+                        continue
+                    if 'tainted' in msg: lost = msg['tainted']; break
                     end, report = end or heard, msg
-                    if report is None: lost = lost or 'the zygote died'; break
-                    drain_until = time.monotonic() + 2.0
-                    continue
+                    drain_until = heard + self.IDLE_S              # the pipes close as the killed processes die: on a
+                    continue                                       # starved machine that outlasts any fixed wait
                 i = key.data
                 try: chunk = os.read(key.fd, 1 << 16)
                 except OSError: chunk = b''
