@@ -102,11 +102,11 @@ def test_a_correct_program_the_labeller_cannot_recurse_into(sandbox):
     chain = "```python\ndef propose_candidate():\n    return " + "+".join(["[1]"] * 1200) + "\n```"
     ev = get_task("ac1").evaluate(chain, budget_s=5.0, sandbox=sandbox)
     test_eq((ev.correct, ev.bound), (True, 2.0))
-    t = time.perf_counter()
+    t = time.process_time()                                                         # CPU time: load changes nothing
     test_eq(label_family("ac1", ev.code), "other")
     deep = "def propose_candidate():\n    return " + "(" * 3000 + "[1.0]" + ")" * 3000    # beyond the parser: unlabellable
     test_eq(label_family("ac1", deep), "other")
-    assert time.perf_counter() - t < 10
+    assert time.process_time() - t < 10
     test_eq(label_family("cp26", "rows = [5] * 4 + [6]"), "non_uniform_rows")            # a normal program right after
 
 
@@ -138,13 +138,13 @@ def test_what_your_scorer_returns_is_checked(scorer, why, sandbox):
     test_eq((ok.correct, ok.reward, ok.construction), (True, 0.5, [0.5]))
 
 
-def test_a_slow_scorer_is_stopped_at_the_budget(sandbox):
-    slow = _own("slow-own", lambda r, s: (time.sleep(5), Score(True, 1.0, 1.0, None))[1])
-    t = time.perf_counter()
+def test_a_slow_scorer_is_stopped_at_the_budget(sandbox, tmp_path):
+    pid_file = tmp_path / "scorer.pid"                                              # the scorer's child says who it is
+    slow = _own("slow-own", lambda r, s: (pid_file.write_text(str(os.getpid())), time.sleep(5), Score(True, 1.0, 1.0, None))[2])
     ev = slow.evaluate("def place():\n    return 0.5", budget_s=1.0, sandbox=sandbox)
     test_eq((ev.correct, ev.error), (False, "invalid result: the scorer ran past its wall-clock backstop of 3 s "
                                             "(1 s budget x 3, waits for a CPU not counted)"))
-    assert time.perf_counter() - t < 6, time.perf_counter() - t                     # the run (<1 s) + the scorer's 3 s backstop
+    with pytest.raises(ProcessLookupError): os.kill(int(pid_file.read_text()), 0)   # stopped, not left sleeping: at any load
     ok = _own("own", _score_value).evaluate("def place():\n    return 0.5", budget_s=1.0, sandbox=sandbox)
     test_eq(ok.correct, True)
 

@@ -51,20 +51,17 @@ def kill_all(
 # %% ../../nbs/51_sandbox_procs.ipynb #e9db54cb
 def sweep(
     pidns: bool,            # the zygote is in its own pid namespace: kill(-1) reaches exactly the sandbox
-    timeout_s: float = 2.0, # give up (and report the worker unclean) after this long without one process fewer
+    timeout_s: float = 2.0, # give up (and report the worker unclean) after this long
 ) -> bool:
     "Kill and reap every process the program left behind; True when none remains."
-    fewest, end = None, time.monotonic() + timeout_s
+    end = time.monotonic() + timeout_s
     while True:
         kill_all(pidns)
         while True:                                             # reap (orphans are ours: we are a subreaper)
             try: pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError: break
             if pid == 0: break
-        left = len(others(pidns))
-        if not left: return True
-        if fewest is None or left < fewest:                     # progress: on a starved machine the dying is slow, not stuck
-            fewest, end = left, time.monotonic() + timeout_s
+        if not others(pidns): return True
         if time.monotonic() > end: return False
         time.sleep(0.001)
 

@@ -219,13 +219,14 @@ def _await_result(self, job: dict, pipes: list, budget_s: float, cap: int) -> tu
                 if key.data == 'ctl':
                     msg, heard = self._read_ctl(5), time.monotonic()
                     if msg.get('tick'): continue                   # the zygote keeps time; the program runs on
-                    if report is not None:                         # its word after the cleanup: the program's processes are gone
-                        sel.unregister(self.sock); self.after = msg; drain_until = min(drain_until, heard + self.DRAIN_S)
+                    if report is not None:                         # its word after the cleanup: 'idle', every process is gone
+                        sel.unregister(self.sock); self.after = msg
+                        if msg.get('idle'): drain_until = min(drain_until, heard + self.DRAIN_S)
                         continue
                     if 'tainted' in msg: lost = msg['tainted']; break
-                    end, report = end or heard, msg
-                    drain_until = heard + self.IDLE_S              # the pipes close as the killed processes die: on a
-                    continue                                       # starved machine that outlasts any fixed wait
+                    end, report = end or heard, msg                # a program that ended by itself: its pipes close as its
+                    drain_until = heard + (self.DRAIN_S if msg.get('limit') else self.IDLE_S)   # processes die, slowly
+                    continue                                       # on a starved machine; one stopped at a limit has failed
                 i = key.data
                 try: chunk = os.read(key.fd, 1 << 16)
                 except OSError: chunk = b''
