@@ -51,17 +51,21 @@ def kill_all(
 # %% ../../nbs/51_sandbox_procs.ipynb #e9db54cb
 def sweep(
     pidns: bool,            # the zygote is in its own pid namespace: kill(-1) reaches exactly the sandbox
-    timeout_s: float = 2.0, # give up (and report the worker unclean) after this long
+    timeout_s: float = 2.0, # give up (and report the worker unclean) after this long without one process fewer
 ) -> bool:
     "Kill and reap every process the program left behind; True when none remains."
-    end = time.monotonic() + timeout_s
+    before, end = None, time.monotonic() + timeout_s
     while True:
         kill_all(pidns)
         while True:                                             # reap (orphans are ours: we are a subreaper)
             try: pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError: break
             if pid == 0: break
-        if not others(pidns): return True
+        left = set(others(pidns))
+        if not left: return True
+        if before is not None and left < before:                # fewer and none new: dying, slowly on a starved machine
+            end = time.monotonic() + timeout_s
+        before = left
         if time.monotonic() > end: return False
         time.sleep(0.001)
 
