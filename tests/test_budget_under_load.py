@@ -4,6 +4,7 @@ the machine, and an infinite loop still ends at its budget, in every isolation m
 sessions, so busy loops in the test's own session would not slow a sandbox that starts a session of its own. On the
 wall clock (how runs stored before the CPU clock were verified) the same program times out."""
 import os, signal, subprocess, time, warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -18,19 +19,19 @@ STUDY_LOCK = Path('/tmp/ugttt-study.lock')
 BURN_1S = 'import time\ndef run():\n    t = time.process_time()\n    while time.process_time() - t < 1.0: pass\n    return 1'
 
 
-def _saturate(n: int = 2 * (os.cpu_count() or 1) + 1) -> list:
-    "`n` busy processes (by default more than the cores), each in a session (so an autogroup) of its own, running; stop them with _stop."
+@contextmanager
+def _saturated(n: int = 2 * (os.cpu_count() or 1) + 1):
+    "`n` busy processes (by default more than the cores), each in a session (so an autogroup) of its own, running while inside."
     if STUDY_LOCK.exists(): pytest.skip(f'{STUDY_LOCK} exists: a timing-sensitive job owns this machine')
     busy = [subprocess.Popen(['sh', '-c', 'while :; do :; done'], start_new_session=True) for _ in range(n)]
-    time.sleep(0.2)                                                       # the busy loops are running
-    return busy
-
-
-def _stop(busy: list) -> None:
-    for p in busy:
-        try: os.killpg(p.pid, signal.SIGKILL)
-        except OSError: pass
-        p.wait()
+    try:
+        time.sleep(0.2)                                                   # the busy loops are running
+        yield
+    finally:
+        for p in busy:
+            try: os.killpg(p.pid, signal.SIGKILL)
+            except OSError: pass
+            p.wait()
 
 
 @pytest.mark.parametrize('mode', list(I.MODES))   # the zygote counts a pid namespace's processes, or (limits) its descendants
@@ -41,11 +42,9 @@ def test_a_saturated_machine_does_not_shorten_a_budget(mode):
         sb = Sandbox(workers=1, budget_s=2.0, memory_mb=256, isolation=mode)
     with sb:
         sb.warm()
-        busy = _saturate()
-        try:
+        with _saturated():
             ok = sb.run(BURN_1S, 'run')
             loop = sb.run('def run():\n    while True: pass', 'run', budget_s=0.5)
-        finally: _stop(busy)
     assert ok.ok and ok.value == 1 and 0.95 <= ok.cpu_s < 1.5, ok   # /proc counts whole clock ticks (10 ms)
     assert ok.elapsed_s > 2.0, f'not saturated: 1 s of CPU took {ok.elapsed_s:.2f} s of wall time, so this shows nothing'
     assert loop.timed_out and loop.error == 'timeout: exceeded 0.5 s CPU budget' and 0.5 <= loop.cpu_s < 0.8, loop
@@ -55,10 +54,8 @@ def test_the_wall_clock_is_still_there_for_runs_that_used_it():
     "budget_clock='wall' (runs stored before the CPU clock) keeps the old rule: the same program, slowed, times out."
     with Sandbox(workers=1, budget_s=2.0, memory_mb=256, budget_clock='wall') as sb:
         sb.warm()
-        busy = _saturate()
-        try:
+        with _saturated():
             r = sb.run(BURN_1S, 'run')
-        finally: _stop(busy)
     assert r.timed_out and r.error == 'timeout: exceeded 2 s budget' and r.cpu_s < 1.0, r
 
 
@@ -72,11 +69,9 @@ def test_the_backstop_counts_idle_time_only(mode):
     if not I.probe(mode): pytest.skip(f'isolation {mode!r} does not work here: {I._PROBE_ERRORS.get(mode)}')
     with Sandbox(workers=1, budget_s=2.0, memory_mb=256, isolation=mode) as sb:
         sb.warm()
-        busy = _saturate(5 * (os.cpu_count() or 1))
-        try:
+        with _saturated(5 * (os.cpu_count() or 1)):
             ok = sb.run(WAIT_ON_CHILD, 'run')
             asleep = sb.run('import time\ndef run():\n    time.sleep(100)', 'run', budget_s=0.5)
-        finally: _stop(busy)
     # 1 s of CPU in a child, at a tenth of the machine or less, takes longer than the 6 s backstop; waiting for the CPU is not idle
     assert ok.ok and ok.value == 1 and 0.95 <= ok.cpu_s < 1.5, ok
     assert ok.elapsed_s > 3.0, f'not saturated: 1 s of CPU took {ok.elapsed_s:.2f} s of wall time, so this shows little'
@@ -94,10 +89,8 @@ def test_a_program_that_leaves_processes_is_not_failed_by_load(mode):
     if not I.probe(mode): pytest.skip(f'isolation {mode!r} does not work here: {I._PROBE_ERRORS.get(mode)}')
     with Sandbox(workers=1, budget_s=20.0, memory_mb=256, isolation=mode) as sb:
         sb.warm()
-        busy = _saturate(12 * (os.cpu_count() or 1))
-        try:
+        with _saturated(12 * (os.cpu_count() or 1)):
             rs = [sb.run(LEAVE_SLEEPERS, 'run') for _ in range(3)]
             after = sb.run('def run(): return 1', 'run')                  # the worker is clean for the next program
-        finally: _stop(busy)
     assert all(r.ok and r.value == 60 for r in rs), rs     # before: 'a process of the program survived the cleanup (pipes held open...)'
     assert after.ok and after.value == 1, after
