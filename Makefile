@@ -9,7 +9,7 @@ export TRANSFORMERS_VERBOSITY := error
 export TOKENIZERS_PARALLELISM := false
 export PYTHONHASHSEED := 0
 
-.PHONY: install system-deps test test-fast wheel-smoke check-sync readme slow docs docs-slow docs-test table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a mechanism-stable-b bench clean
+.PHONY: install system-deps test test-fast wheel-smoke check-sync readme slow docs docs-slow docs-test table1 reproduce mechanism-pilot mechanism mechanism-offpolicy mechanism-stable-a mechanism-stable-b mechanism-diversity bench clean
 
 # torch is installed first and pinned exactly: an unpinned torch pulls a multi-GB CUDA build; see docs/install.md.
 $(BIN)/.installed: settings.ini setup.py requirements.txt
@@ -133,6 +133,14 @@ mechanism-stable-b: install
 	mkdir -p reproduce/out
 	cd reproduce && ../$(BIN)/papermill mechanism_stable_b.ipynb out/mechanism_stable_b.ipynb --no-progress-bar --log-output $(P)
 	@echo; cat reproduce/out/mechanism_stable_b.md
+
+# The mechanism study's stage 5 (docs/mechanism.md; pre-registered): baseline, ensemble_only_drop, ugttt_drop and
+# ugttt_drop_mi1 at lr 3e-3, 12 seeds (48 runs, about 2 hours two at a time on 2 cores), and item 2's U-points-at-rarity
+# analysis. `P='-p train_only True'` trains (or resumes) without reading; `P='-p runs_dir /path'` keeps the runs elsewhere.
+mechanism-diversity: install
+	mkdir -p reproduce/out
+	cd reproduce && ../$(BIN)/papermill mechanism_diversity.ipynb out/mechanism_diversity.ipynb --no-progress-bar --log-output $(P)
+	@echo; cat reproduce/out/mechanism_diversity.md
 
 # speed and memory figures (printed, never asserted): every bench/ script, then one table of headline figures, each
 # with the anchor it is compared with in the same run (bench/out/table.md; logs beside it). About 7 min on 2 cores;
