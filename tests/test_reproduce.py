@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs
 TABLES = dict(table1=["table1"], table2=["table2"], table3=["table3"], table4=["table4_firing", "table4_paired", "table4_spearman"])
-STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy", "mechanism_stable_a", "mechanism_stable_b"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
+STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy", "mechanism_stable_a", "mechanism_stable_b", "mechanism_diversity"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
 REQUIRED_PARAMETERS = {"preset", "epochs", "seeds", "runs_dir", "reuse", "smoke", "out_dir"}
 
 
@@ -296,6 +296,31 @@ def test_mechanism_stable_b_runs_in_smoke_mode(tmp_path):
     with pytest.raises(pm.PapermillExecutionError, match="unknown candidate 'ensemble_only_nope'"):
         run(tmp_path / "c", candidates=["ensemble_only_nope"])
 
+
+
+@pytest.mark.slow   # stage 5's notebook end to end on two-epoch runs (8 runs): make slow
+def test_mechanism_diversity_runs_in_smoke_mode(tmp_path):
+    "Stage 5 trains its four arms, applies Holm to the two primaries, reads item 2's AUC and writes every promised file."
+    import papermill as pm, pandas as pd
+    out = tmp_path / "out"
+    pm.execute_notebook(str(REPRO / "mechanism_diversity.ipynb"), str(tmp_path / "stage5.out.ipynb"), cwd=str(REPRO),
+                        parameters=dict(smoke=True, seeds=[0, 1], runs_dir=str(tmp_path / "runs"), out_dir=str(out),
+                                        permutations=50, rare_share=0.5),
+                        progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
+    res = json.loads((out / "mechanism_diversity.json").read_text())["results"]
+    assert res["interval"] == "t, n-1 df" and list(res["arms"]) == ["baseline", "ensemble_only_drop", "ugttt_drop", "ugttt_drop_mi1"]
+    assert res["arms"]["ugttt_drop_mi1"]["overrides"] == {"update.lr": 0.003, "update.shared_negatives": "drop", "update.mi_coef": 1.0}
+    assert sorted(res["primary"]) == ["ugttt_drop", "ugttt_drop_mi1"]
+    assert sorted(p["holm_alpha"] for p in res["primary"].values()) == [0.025, 0.05]
+    assert all(p["reading"] in ("more diversity", "more diversity, not shown to be at no cost in correct rate", "less diversity", "null")
+               for p in res["primary"].values())
+    auc = pd.read_csv(out / "mechanism_diversity_auc.csv")
+    assert set(auc.arm) == {"ensemble_only_drop", "ugttt_drop", "ugttt_drop_mi1"} and len(auc) == 6
+    assert ((auc.auc_all.isna()) | auc.auc_all.between(0, 1)).all()
+    runs = pd.read_csv(out / "mechanism_diversity_runs.csv")
+    assert len(runs) == 8 and runs.h_bar.ge(0).all()
+    for fig in ("entropy", "kl_mi_auc"):
+        assert (out / f"mechanism_diversity_{fig}.pdf").read_bytes()[:4] == b"%PDF"
 
 _PARENT = '''
 import sys, time

@@ -433,11 +433,12 @@ def write_headline(
     out_dir,          # output directory (created)
     name: str,        # stable file stem
     n_seeds: int,     # seeds per cell: recorded with the name of the interval they get
+    interval: str | None = None,   # the interval's name where a study registered its own (e.g. t from 10 seeds on); None: summarise's
 ) -> Path:            # <name>.json
     "Write the headline numbers, the number of seeds and the interval's name, and their provenance as strict JSON."
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
-    results = dict(interval=interval_method(n_seeds), n_seeds=n_seeds, **numbers)
+    results = dict(interval=interval or interval_method(n_seeds), n_seeds=n_seeds, **numbers)
     path.write_text(json.dumps(_nan_to_none(dict(results=results, **provenance(params))), indent=1, allow_nan=False))
     return path
 
