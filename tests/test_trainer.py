@@ -235,3 +235,34 @@ def test_stage4_switches_train_and_an_old_run_reads_the_defaults(tmp_path, sandb
     paper = make_config("cp26", "ensemble_only", "tiny", epochs=2, **SMALL, **{k: v for k, v in over.items() if k.startswith("policy.")})
     check_run_dir(paper, run, resume=True)                                             # its config, as far as resume is concerned
     with pytest.raises(ValueError, match=f"update.shared_negatives: 'keep' -> '{negatives}'"): check_run_dir(cfg, run, resume=True)
+
+
+# ---- 5. stopping at a target --------------------------------------------------------------------------------------------
+
+def test_stop_at_ends_the_run_after_the_epoch_that_reaches_it_and_resume_says_complete(tmp_path, sandbox, capsys):
+    "A target any R_max reaches stops a 3-epoch run after epoch 0; stopped.json says why; resume trains nothing."
+    cfg = make_config("cp26", "baseline", "tiny", epochs=3, groups_per_epoch=1, group_size=2, stop_at=-1e9)
+    run = tmp_path / "run"
+    records = train(cfg, run, progress=True, sandbox=sandbox)
+    r_max = records[-1]["train/reward/exec/best"]
+    test_eq([r["progress/epoch"] for r in records], [0])
+    test_eq(json.loads((run / "stopped.json").read_text()), dict(reason="stop_at", stop_at=-1e9, epoch=0, r_max=r_max))
+    assert "reached stop_at" in capsys.readouterr().out
+    test_eq(train(cfg, run, resume=True, progress=True, sandbox=sandbox), [])                # complete: nothing trained
+    assert "is complete: it stopped after epoch 1" in capsys.readouterr().out
+    (run / "stopped.json").unlink()                        # as if the process died between the checkpoint and stopped.json
+    test_eq(train(cfg, run, resume=True, progress=False, sandbox=sandbox), [])
+    test_eq(json.loads((run / "stopped.json").read_text())["epoch"], 0)
+    test_eq(len([m for m in read_jsonl(run / "metrics.jsonl")[0] if "progress/epoch" in m]), 1)
+    free = make_config("cp26", "baseline", "tiny", epochs=2, groups_per_epoch=1, group_size=2)   # no target: every epoch
+    test_eq(len(train(free, tmp_path / "free", progress=False, sandbox=sandbox)), 2)
+    test_eq((tmp_path / "free" / "stopped.json").exists(), False)
+
+
+def test_cli_stop_at_flag_reaches_the_config_and_a_bad_value_is_one_line(tmp_path):
+    out = subprocess.run([UGTTT, "train", "--out", str(tmp_path / "bad"), "--stop_at", "high"], env=ENV, capture_output=True, text=True)
+    test_eq(out.returncode, 2)
+    test_eq(("--stop_at" in out.stderr, "Traceback" in out.stderr, out.stderr.count("\n")), (True, False, 1))
+    from ugttt.cli import build_parser, config_from_args
+    args = build_parser().parse_args(["train", "--task", "cp26", "--method", "baseline", "--stop_at", "2.6358", "--out", str(tmp_path / "r")])
+    test_eq(config_from_args(args).stop_at, 2.6358)

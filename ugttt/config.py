@@ -277,6 +277,7 @@ class TrainConfig:
     task: str = DEFAULT_TASK            # ac1, ac2, cp26, erdos, or your own problem as "package.module:attr" (tutorials/03_your_problem)
     method: str = "ugttt"               # ugttt (full method), baseline (TTT-Discover), no_nnm (Table 2's ablation) or ensemble_only (K adapters, no MI bonus, no NNM)
     epochs: int = 6                     # training epochs, one optimiser step each (App. E: 6)
+    stop_at: float | None = None        # stop after the epoch in which R_max reaches this (a record, or your own target); None: train every epoch
     groups_per_epoch: int = 8           # parent states per epoch, gradients accumulated over them (App. E: 8)
     group_size: int = 8                 # G, rollouts per parent (App. E: 8)
     seed: int = 0                       # seeds the roots, sampling and dropout; the adapters' init is policy.seed (reproduce sets both)
@@ -310,6 +311,8 @@ def _check_train_config(c: TrainConfig) -> None:
     check_int("seed", c.seed, 0, 2**63 - 1, what="an int in [0, 2**63)")
     if c.prompt_style not in ("chat", "compact"): raise ValueError(f"prompt_style must be 'chat' or 'compact', got {quote(c.prompt_style)}")
     if not c.budget_s > 0: raise ValueError(f"budget_s must be > 0, got {c.budget_s}")
+    if c.stop_at is not None and (isinstance(c.stop_at, bool) or not isinstance(c.stop_at, (int, float))):
+        raise TypeError(f"stop_at must be a number (the R_max at which the run stops) or None, got {quote(c.stop_at)}")
     if c.budget_clock not in BUDGET_CLOCKS: raise ValueError(f"budget_clock must be 'cpu' or 'wall', got {quote(c.budget_clock)}")
     from ugttt.tracking import check_report_to
     check_report_to(c.report_to, installed=False)   # names only: whether the extra is installed is train's check

@@ -89,7 +89,7 @@ def read_config_file(
     return d
 
 # %% ../nbs/22_config_files.ipynb #73cf012f
-OPERATIONAL_FIELDS = ("sandbox", "report_to")   # how a run executes, not what it computes
+OPERATIONAL_FIELDS = ("sandbox", "report_to", "stop_at")   # how a run executes or when it ends, not what an epoch computes
 
 def config_diff(
     old,             # a TrainConfig or its dict (config_to_dict; a config.json), e.g. the one on disk

@@ -4,13 +4,14 @@
 
 # %% ../nbs/25_trainer.ipynb #014c8477
 from __future__ import annotations
-import json, math, time
+import json, math, os, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 import torch
 from .config import TrainConfig, config_to_dict
-from .rundir import METRICS, TRAJECTORIES, append_jsonl, create_run, iter_jsonl, read_jsonl, snapshot_path, write_atomic
+from .rundir import (METRICS, TRAJECTORIES, RunDirError, append_jsonl, create_run, iter_jsonl, read_json, read_jsonl,
+                          snapshot_path, write_atomic)
 from .checkpoint import check_run_dir, load_checkpoint, resume_run, save_checkpoint
 from .metrics import EpochLog, best_reward
 from .policy import LoRAEnsemble
@@ -24,9 +25,9 @@ from .update import GroupUpdate, group_advantages, make_optimizers, max_principa
 _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 63_checkpoint's, importable from here as before
 
 # %% auto #0
-__all__ = ['RunState', 'build_state', 'start_run', 'GenerationBar', 'EpochGroups', 'epoch_groups', 'run_epoch', 'train',
-           'check_extras', 'check_device', 'preflight', 'open_executor', 'save_checkpoint', 'load_checkpoint',
-           'check_run_dir']
+__all__ = ['STOPPED', 'STOPPED_MAX_BYTES', 'RunState', 'build_state', 'start_run', 'GenerationBar', 'EpochGroups', 'epoch_groups',
+           'run_epoch', 'target_reached', 'record_stop', 'read_stop', 'train', 'check_extras', 'check_device',
+           'preflight', 'open_executor', 'save_checkpoint', 'load_checkpoint', 'check_run_dir']
 
 # %% ../nbs/25_trainer.ipynb #6defca40
 @dataclass
@@ -225,6 +226,42 @@ def _summary_line(rec: dict, cfg) -> str:
             f"MI {rec['mi/token_mean']:.1e}  entropic beta {rec.get('train/entropic_beta/mean', float('nan')):.2f}  "
             f"time: generate {t['rollout']:.1f} s, verify {t['verify']:.1f} s, score {t['score']:.1f} s, update {t['train']:.1f} s")
 
+# %% ../nbs/25_trainer.ipynb #32aa34e3
+STOPPED = "stopped.json"   # written when a run stops at its target: the reason, stop_at, the epoch and R_max
+STOPPED_MAX_BYTES = 4096   # its legitimate size, with room to spare (read_json refuses more)
+
+def target_reached(
+    cfg: TrainConfig,   # the run (its stop_at)
+    r_max: float,       # the best verified reward so far
+) -> bool:
+    "Whether R_max has reached the run's stop_at; never when stop_at is None."
+    return cfg.stop_at is not None and r_max >= cfg.stop_at
+
+# %% ../nbs/25_trainer.ipynb #6455554f
+def record_stop(
+    out_dir,        # the run directory
+    epoch: int,     # the epoch after which the run stopped (0-based)
+    r_max: float,   # its R_max then
+    target: float,  # the stop_at it reached
+) -> Path:          # stopped.json
+    "Write stopped.json atomically: the run stopped after `epoch` because R_max reached stop_at."
+    path = Path(out_dir) / STOPPED
+    write_atomic(path, json.dumps(dict(reason="stop_at", stop_at=target, epoch=epoch, r_max=r_max)))
+    return path
+
+def read_stop(
+    out_dir,   # a run directory
+) -> dict | None:   # stopped.json's reason, stop_at, epoch and r_max; None where the run did not stop at a target
+    "A run's stopped.json as plain numbers, or None; RunDirError naming the file if it is not what record_stop writes."
+    path = Path(out_dir) / STOPPED
+    if not os.path.lexists(path): return None
+    d = read_json(path, STOPPED_MAX_BYTES)   # a link or a FIFO is refused, not followed
+    num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    if not (isinstance(d, dict) and d.get("reason") == "stop_at" and num(d.get("stop_at")) and num(d.get("r_max"))
+            and isinstance(d.get("epoch"), int) and not isinstance(d.get("epoch"), bool) and d["epoch"] >= 0):
+        raise RunDirError(f"{path} is not a stop record (reason 'stop_at', numbers stop_at and r_max, an epoch >= 0)")
+    return d
+
 # %% ../nbs/25_trainer.ipynb #454f80df
 def train(
     cfg: TrainConfig,          # the run (make_config)
@@ -237,6 +274,10 @@ def train(
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
     out = Path(out_dir)
     if task is None: task = preflight(cfg, out, resume, sandbox)   # every check before any compute, once
+    if resume and (stop := read_stop(out)) is not None:   # a run that stopped at its target is complete
+        if progress: print(f"{out} is complete: it stopped after epoch {stop['epoch'] + 1} with R_max {stop['r_max']:.6g} "
+                           f">= stop_at {stop['stop_at']:.6g} (stopped.json)")
+        return []
     own_sandbox = sandbox is None
     if own_sandbox: sandbox = open_executor(cfg)           # before the run directory: a machine that cannot confine programs leaves nothing
     tracker, epochs = None, []
@@ -244,12 +285,19 @@ def train(
         state = start_run(cfg, out, resume, progress, task)
         state.sandbox = sandbox
         tracker = open_tracker(cfg.report_to, out, run_name(out), config_to_dict(cfg))   # unique: two tasks' ugttt-s0 stay apart
+        if state.start > 0 and target_reached(cfg, state.best):   # died between the checkpoint and stopped.json, or a lower target
+            record_stop(out, state.start - 1, state.best, cfg.stop_at)
+            return epochs
         for epoch in _bar(range(state.start, cfg.epochs), progress, "epochs", initial=state.start, total=cfg.epochs):
             rec = run_epoch(state, epoch)
             save_checkpoint(out, epoch, state.ens, state.optimizers, state.sampler, state.history, state.counter, state.gen)
             tracker.log(rec, step=epoch)                  # the epoch record metrics.jsonl holds, to report_to's trackers
             epochs.append(rec)
             if progress: print(_summary_line(rec, cfg))
+            if target_reached(cfg, rec["train/reward/exec/best"]):   # after the epoch's checkpoint: the run is complete
+                record_stop(out, epoch, rec["train/reward/exec/best"], cfg.stop_at)
+                if progress: print(f"stopped: R_max {rec['train/reward/exec/best']:.6g} reached stop_at {cfg.stop_at:.6g}")
+                break
     finally:
         if tracker is not None: tracker.close()
         if own_sandbox: sandbox.close()
