@@ -4,17 +4,17 @@
 
 # %% ../nbs/21_config.ipynb #232f69a2
 from __future__ import annotations
-import dataclasses, functools, json, math, types, typing
+import dataclasses, functools, json, math, re, types, typing
 from dataclasses import dataclass, field, fields, replace, asdict
 from pathlib import Path
 from .checks import check_int, is_int, quote
 
 # %% auto #0
-__all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BACKUPS', 'DTYPES', 'DEFAULT_TASK',
+__all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BACKUPS', 'DTYPES', 'DEFAULT_TASK', 'TRACKERS',
            'PAPER_TRANSITION', 'POLICY_PRESETS', 'UPDATE_PRESETS', 'STREAMING_PRESETS', 'SECTIONS', 'TRAIN_PRESETS',
-           'FLAT_NAMES', 'PolicyConfig', 'UpdateConfig', 'StreamingConfig', 'PUCTConfig', 'SandboxConfig',
-           'TrainConfig', 'config_fields', 'type_options', 'from_json', 'streams_by_default', 'migrate_flat',
-           'make_config', 'config_to_dict', 'config_from_dict']
+           'FLAT_NAMES', 'report_to_tuple', 'check_report_names', 'PolicyConfig', 'UpdateConfig', 'StreamingConfig',
+           'PUCTConfig', 'SandboxConfig', 'TrainConfig', 'config_fields', 'type_options', 'from_json',
+           'streams_by_default', 'migrate_flat', 'make_config', 'config_to_dict', 'config_from_dict']
 
 # %% ../nbs/21_config.ipynb #22260b48
 METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
@@ -24,6 +24,33 @@ ISOLATION_MODES = ("bwrap", "mountns", "netns", "limits")   # the sandbox's isol
 PUCT_BACKUPS = ("ttt_discover", "reference")        # how a result is backed up the PUCT tree (20_puct)
 DTYPES = ("float32", "bfloat16", "float16", "float64")      # dtypes of the frozen base weights (14_policy)
 DEFAULT_TASK = "cp26"                              # the task of a config that names none
+
+# %% ../nbs/21_config.ipynb #a1f0c3d2
+TRACKERS = ("tensorboard", "trackio", "wandb")   # report_to values besides "none", in this order (62_tracking opens them)
+
+def report_to_tuple(
+    value,   # "none", "tensorboard", "tensorboard,wandb", a list or tuple of names, or None
+) -> tuple:  # the names, deduplicated, in TRACKERS' order (unknown names kept, for check_report_names to name them)
+    "Normalise a report_to value the way TRL accepts it into a tuple of tracker names."
+    if value is None: return ()
+    if isinstance(value, str): names = [v.strip() for v in value.split(",") if v.strip()]
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value): names = [v.strip() for v in value]
+    else: raise TypeError(f"report_to must be a str or a list of str, got {value!r}")
+    if "none" in names:
+        if len(names) > 1: raise ValueError(f"report_to {value!r}: 'none' cannot be combined with trackers")
+        return ()
+    order = {n: i for i, n in enumerate(TRACKERS)}
+    return tuple(sorted(dict.fromkeys(names), key=lambda n: order.get(n, len(order))))
+
+# %% ../nbs/21_config.ipynb #a1f0c3d4
+def check_report_names(
+    value,   # "none", a tracker, "a,b", or a list / tuple of trackers
+) -> tuple:  # the trackers, in TRACKERS order
+    "The trackers `value` asks for (report_to_tuple); ValueError for an unknown one."
+    names = report_to_tuple(value)
+    bad = [n for n in names if n not in TRACKERS]
+    if bad: raise ValueError(f"unknown report_to entry {bad[0]!r}; choose from none, {', '.join(TRACKERS)}")
+    return names
 
 # %% ../nbs/21_config.ipynb #b1d4b4b8
 PAPER_TRANSITION = "\n\n... okay, I am out of thinking tokens. I need to send my final message now.\n</think>\n\n"
@@ -294,7 +321,6 @@ class TrainConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)       # how programs are executed (not what they compute)
 
     def __post_init__(self):
-        from ugttt.tracking import report_to_tuple   # the trackers are 62_tracking's; imported when a config is made
         object.__setattr__(self, "report_to", report_to_tuple(self.report_to))   # "none", "wandb", "a,b" or a list, as TRL
         _check_train_config(self)
 
@@ -314,8 +340,7 @@ def _check_train_config(c: TrainConfig) -> None:
     if c.stop_at is not None and (isinstance(c.stop_at, bool) or not isinstance(c.stop_at, (int, float))):
         raise TypeError(f"stop_at must be a number (the R_max at which the run stops) or None, got {quote(c.stop_at)}")
     if c.budget_clock not in BUDGET_CLOCKS: raise ValueError(f"budget_clock must be 'cpu' or 'wall', got {quote(c.budget_clock)}")
-    from ugttt.tracking import check_report_to
-    check_report_to(c.report_to, installed=False)   # names only: whether the extra is installed is train's check
+    check_report_names(c.report_to)   # names only: whether the extra is installed is train's check (62_tracking)
     for name, cls in SECTIONS.items():
         if not isinstance(getattr(c, name), cls): raise TypeError(f"{name} must be a {cls.__name__}, got {type(getattr(c, name)).__name__}")
     if c.puct.max_buffer < c.groups_per_epoch:   # the PUCT buffer must hold the epoch's roots (20_puct)
@@ -344,18 +369,20 @@ def _check_finite(c) -> None:
 
 # %% ../nbs/21_config.ipynb #b0ecdca8
 MIN_TEMPERATURE = 1e-4   # below: greedy in effect, and logits / temperature overflows float32 far below
+DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta", "hip", "hpu", "mtia", "maia", "xla", "lazy", "ipu", "ve", "fpga", "vulkan",
+                "opengl", "opencl", "ideep", "mkldnn", "privateuseone")   # the device types torch.device parses (tests/test_layering.py)
+_DEVICE = re.compile(rf"(?:{'|'.join(DEVICE_TYPES)})(?::(?:0|[1-9][0-9]*))?")   # a type, then ":index" without leading zeros, as torch reads it
 
 def _check_run_fields(c) -> None:
     "ValueError for a seed beyond 64-bit generators, a sampling temperature below MIN_TEMPERATURE, or a device torch cannot parse."
-    import torch
     s = c.policy.seed
     if not is_int(s, 0) or s + 1000 * (c.policy.n_adapters - 1) >= 2**63:
         raise ValueError(f"policy.seed must be an int >= 0 with policy.seed + 1000·(n_adapters - 1) < 2**63, got {quote(c.policy.seed)}")
     if c.policy.temperature < MIN_TEMPERATURE:
         raise ValueError(f"policy.temperature must be >= {MIN_TEMPERATURE:g} (below it sampling is greedy in effect and overflows "
                          f"float32), got {quote(c.policy.temperature)}")
-    try: torch.device(c.policy.device)
-    except (RuntimeError, TypeError): raise ValueError(f"policy.device {quote(c.policy.device)} is not a torch device (cpu, cuda, cuda:1, mps)") from None
+    if not (isinstance(c.policy.device, str) and _DEVICE.fullmatch(c.policy.device)):   # read without torch: the config imports none
+        raise ValueError(f"policy.device {quote(c.policy.device)} is not a torch device (cpu, cuda, cuda:1, mps)")
 
 # %% ../nbs/21_config.ipynb #00d45dd8
 def config_fields() -> dict:

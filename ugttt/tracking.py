@@ -6,13 +6,14 @@
 from __future__ import annotations
 import contextlib, hashlib, importlib.util, io, json, math, os
 from pathlib import Path
+from .config import TRACKERS, check_report_names, report_to_tuple   # the names, read where a config is made
 from .rundir import CONFIG
+_all_ = ['TRACKERS', 'report_to_tuple']   # re-exported: `from ugttt.tracking import report_to_tuple` works
 
 # %% auto #0
-__all__ = ['TRACKERS', 'scalars', 'report_to_tuple', 'check_report_to', 'Tracker', 'open_tracker', 'run_name']
+__all__ = ['scalars', 'check_report_to', 'Tracker', 'open_tracker', 'run_name', 'TRACKERS', 'report_to_tuple']
 
 # %% ../nbs/62_tracking.ipynb #6a88a3d7
-TRACKERS = ("tensorboard", "trackio", "wandb")   # report_to values besides "none", in this order
 _EXTRA = dict(tensorboard="tensorboard", trackio="trackio", wandb="wandb")   # tracker -> module and pip extra
 
 # %% ../nbs/62_tracking.ipynb #17a2058c
@@ -29,30 +30,13 @@ def scalars(
         elif isinstance(v, (int, float)) and math.isfinite(v): out[name] = float(v)
     return out
 
-# %% ../nbs/62_tracking.ipynb #0a535c0d
-def report_to_tuple(
-    value,   # "none", "tensorboard", "tensorboard,wandb", a list or tuple of names, or None
-) -> tuple:  # the names, deduplicated, in TRACKERS' order (unknown names kept, for check_report_to to name them)
-    "Normalise a report_to value the way TRL accepts it into a tuple of tracker names."
-    if value is None: return ()
-    if isinstance(value, str): names = [v.strip() for v in value.split(",") if v.strip()]
-    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value): names = [v.strip() for v in value]
-    else: raise TypeError(f"report_to must be a str or a list of str, got {value!r}")
-    if "none" in names:
-        if len(names) > 1: raise ValueError(f"report_to {value!r}: 'none' cannot be combined with trackers")
-        return ()
-    order = {n: i for i, n in enumerate(TRACKERS)}
-    return tuple(sorted(dict.fromkeys(names), key=lambda n: order.get(n, len(order))))
-
 # %% ../nbs/62_tracking.ipynb #57ad1c67
 def check_report_to(
     value,                  # "none", a tracker, "a,b", or a list / tuple of trackers
     installed: bool = True, # also check that each tracker's extra is installed
 ) -> tuple:                 # the trackers, in TRACKERS order
     "The trackers `value` asks for; ValueError for an unknown one, ImportError naming the extra for one not installed."
-    names = report_to_tuple(value)
-    bad = [n for n in names if n not in TRACKERS]
-    if bad: raise ValueError(f"unknown report_to entry {bad[0]!r}; choose from none, {', '.join(TRACKERS)}")
+    names = check_report_names(value)   # the names: the config's check
     for n in names if installed else ():
         if importlib.util.find_spec(_EXTRA[n]) is None:
             raise ImportError(f"report_to={n!r} needs {_EXTRA[n]}: pip install ugttt[{n}]")
