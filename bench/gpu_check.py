@@ -89,7 +89,7 @@ def build_ensemble(device: str, smoke: bool, model_dir: Path):
 
 def plan_at(model_dir: Path, T: int, smoke: bool, **policy) -> "ugttt.plan.Plan":
     "ugttt.plan for the paper preset at context window T (the gate scoring in context at T)."
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     from ugttt.plan import plan
     over = {"policy.model": "Qwen/Qwen3-8B" if not smoke else str(model_dir), "policy.context_window": T,
             "policy.think_cap": T // 2, "policy.code_budget": T // 4, **{f"policy.{k}": v for k, v in policy.items()}}
@@ -225,7 +225,7 @@ def set_checkpointing(ens, on: bool) -> None:
 
 def part_e2e(device, sz, model_dir, out) -> None:
     "ugttt.trainer.train, paper preset, on the saved random model: 2 groups of G, short budgets; seconds per phase."
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     from ugttt.trainer import train
     style = dict(prompt_style="compact") if sz is SMOKE else {}      # smoke: a short prompt, so CI scores in seconds
     cfg = make_config("cp26", "ugttt", "paper", epochs=1, groups_per_epoch=2, group_size=sz["e2e_group"], budget_s=2.0, **style,

@@ -33,7 +33,7 @@ def sync(device: str) -> None:
 
 def train_epochs(device: str, task: str, epochs: int, groups: int) -> list[dict]:
     "Train the tiny UG-TTT preset on `device`; the per-epoch metric records."
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     from ugttt.trainer import train
     cfg = make_config(task, "ugttt", "tiny", epochs=epochs, groups_per_epoch=groups, decode_groups=groups,
                       **{"policy.device": device})

@@ -54,7 +54,7 @@ ENSEMBLES = {"peft": dict(ensemble="peft", train_mode="per_adapter"), "stacked":
 def run(task: str, method: str, epochs: int, ensemble: str = "peft") -> tuple[list[dict], list[float], float]:
     "Train the tiny preset for `epochs` epochs in a temporary directory: epoch records, checkpoint seconds, whole call's seconds."
     import ugttt.trainer as trainer
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     method, over = VARIANTS.get(method, (method, {}))
     cfg = make_config(task, method, "tiny", epochs=epochs, **over, **{f"policy.{k}": v for k, v in ENSEMBLES[ensemble].items()})
     save, ckpt = trainer.save_checkpoint, []
@@ -83,7 +83,7 @@ def main():
                    help="how the adapters are held and trained (default stacked-batched peft)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     epochs = 1 if a.quick else 2
     shape = make_config(a.task, "ugttt", "tiny")
     print(f"trainer epoch, tiny preset on {a.task}: {shape.groups_per_epoch} groups x {shape.group_size} rollouts, "

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from ugttt.cli import build_parser, config_from_args
-from ugttt.config import PUCTConfig, SandboxConfig, config_from_dict, config_to_dict, make_config
+from ugttt.config import PUCTConfig, SandboxConfig, config_from_dict, config_to_dict
+from ugttt.presets import make_config
 from ugttt.config_files import config_diff, load_config, stored_config_diff
 
 DATA = Path(__file__).parent / "data" / "config_v1"

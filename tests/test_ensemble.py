@@ -271,7 +271,7 @@ def test_a_training_run_through_the_stacked_ensemble_equals_peft(tmp_path):
     "Two epochs of UG-TTT in float64 without dropout: the same rollouts and rewards, epoch records and saved adapters, peft against stacked (batched)."
     from safetensors.torch import load_file
     from ugttt.analysis import load_run
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     from ugttt.trainer import train
     small = dict(epochs=2, groups_per_epoch=2, group_size=4, **{"policy.n_adapters": 3, "policy.dtype": "float64",
                                                                 "policy.lora_dropout": 0.0})

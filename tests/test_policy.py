@@ -264,7 +264,7 @@ def test_trainer_makes_its_generator_on_the_policy_device():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_train_on_cuda_samples_its_first_tokens(tmp_path):
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     from ugttt.trainer import train
     cfg = make_config("cp26", "ugttt", "tiny", epochs=1, groups_per_epoch=2, decode_groups=2, **{"policy.device": "cuda"})
     recs = train(cfg, tmp_path / "run", progress=False)

@@ -97,7 +97,7 @@ def test_a_ray_worker_killed_mid_program_is_a_clear_error(rsb):
 
 
 def test_training_gives_the_same_run_through_ray(rsb, tmp_path):
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     from ugttt.trainer import train
     shape = dict(epochs=1, groups_per_epoch=1, group_size=4, **{"policy.n_adapters": 2, "policy.max_new_tokens": 96})
     logs = {}

@@ -15,7 +15,8 @@ import pytest
 import torch
 from fastcore.test import test_eq, test_fail
 
-from ugttt.config import config_to_dict, make_config
+from ugttt.config import config_to_dict
+from ugttt.presets import make_config
 from ugttt.families import label_family
 from ugttt.policy import PolicyConfig, LoRAEnsemble
 from ugttt.generation import encode_prompt, fit_prompt, generate_group, max_prompt_tokens

@@ -12,7 +12,8 @@ from fastcore.test import test_eq
 from safetensors.torch import load_file
 
 from ugttt.checkpoint import check_run_dir
-from ugttt.config import config_from_dict, make_config
+from ugttt.config import config_from_dict
+from ugttt.presets import make_config
 from ugttt.sandbox import Sandbox
 from ugttt.trainer import read_jsonl, train
 

@@ -74,7 +74,7 @@ def test_entry_point_resolves_checks_and_scores(mypkg):
 
 
 def test_config_takes_the_entry_point(mypkg):
-    from ugttt.config import make_config
+    from ugttt.presets import make_config
     cfg = make_config("mypkg.problems:gaps", "ugttt", "tiny")
     test_eq((cfg.task, cfg.streaming_on), ("mypkg.problems:gaps", False))             # the gate is the paper's AC1/CP26 choice
     from ugttt.trainer import preflight

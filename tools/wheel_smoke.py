@@ -38,7 +38,7 @@ EXTRAS = {
     "ray": """
 from ugttt.sandbox.ray import RaySandbox, _import_ray
 from ugttt.trainer import check_extras
-from ugttt.config import make_config
+from ugttt.presets import make_config
 ray = _import_ray()
 check_extras(make_config("cp26", "ugttt", "tiny", **{"sandbox.executor": "ray"}))
 print("ray", ray.__version__)

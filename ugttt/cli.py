@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typing
 from pathlib import Path
 from .checks import clip, quote
-from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS, TrainConfig, config_fields, make_config,
+from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS, TrainConfig, config_fields,
                           type_options)
+from .presets import make_config
 from .config_files import load_config
 from .tasks import TASK_NAMES
 

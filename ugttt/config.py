@@ -13,8 +13,8 @@ from .checks import check_int, is_int, quote
 __all__ = ['METHODS', 'EXECUTORS', 'BUDGET_CLOCKS', 'ISOLATION_MODES', 'PUCT_BACKUPS', 'DTYPES', 'DEFAULT_TASK', 'TRACKERS',
            'PAPER_TRANSITION', 'POLICY_PRESETS', 'UPDATE_PRESETS', 'STREAMING_PRESETS', 'SECTIONS', 'TRAIN_PRESETS',
            'FLAT_NAMES', 'report_to_tuple', 'check_report_names', 'PolicyConfig', 'UpdateConfig', 'StreamingConfig',
-           'PUCTConfig', 'SandboxConfig', 'TrainConfig', 'config_fields', 'type_options', 'from_json',
-           'streams_by_default', 'migrate_flat', 'make_config', 'config_to_dict', 'config_from_dict']
+           'PUCTConfig', 'SandboxConfig', 'TrainConfig', 'config_fields', 'type_options', 'from_json', 'migrate_flat',
+           'assemble_config', 'config_to_dict', 'config_from_dict']
 
 # %% ../nbs/21_config.ipynb #22260b48
 METHODS = ("ugttt", "baseline", "no_nnm", "ensemble_only")
@@ -421,16 +421,6 @@ TRAIN_PRESETS = dict(
     mechanism=dict(prompt_style="compact", decode_groups=8, budget_s=5.0, epochs=20, streaming_on=False),
 )
 
-# %% ../nbs/21_config.ipynb #d5efe03f
-def streams_by_default(
-    task: str,     # a task name or "package.module:attr"
-    method: str,   # one of METHODS
-) -> bool:         # whether make_config turns the streaming gate on (a preset or an override may say otherwise)
-    "The gate is on for the UG-TTT variants (ugttt, no_nnm) on a benchmark whose Task says so (AC1, CP26: as the paper ran them)."
-    if method not in ("ugttt", "no_nnm"): return False
-    from ugttt.tasks import TASK_NAMES, get_task   # built-in names only: an entry point is not imported here
-    return task in TASK_NAMES and get_task(task).streams_by_default
-
 # %% ../nbs/21_config.ipynb #e164e5eb
 FLAT_NAMES = dict(puct_c="puct.c", puct_topk_children="puct.topk_children", puct_max_buffer="puct.max_buffer",
                   puct_backup="puct.backup", sandbox_workers="sandbox.workers", executor="sandbox.executor",
@@ -453,43 +443,18 @@ def migrate_flat(
         out[sec] = {**section, name: d[old]}
     return out
 
-# %% ../nbs/21_config.ipynb #83739b53
-def make_config(
-    task: str = DEFAULT_TASK, # ac1, ac2, cp26 or erdos, or your own problem as "package.module:attr" (imported when the run starts)
-    method: str = "ugttt",    # ugttt, baseline, no_nnm or ensemble_only
-    preset: str = "tiny",     # tiny (embedded model, CPU), mechanism (tiny in the mechanism study's regime) or paper (Qwen3-8B, GPU)
-    *,
-    reference: bool = False,  # True: the reference code's behaviour where it departs from the paper (23_reference), under the overrides
-    **overrides,              # field=value, nested as "policy.lora_rank"=8 or policy={"lora_rank": 8}
+# %% ../nbs/21_config.ipynb #b2e1a002
+def assemble_config(
+    preset: str,   # a name of TRAIN_PRESETS: each section starts from its own preset of that name
+    top: dict,     # the run's own fields, by name (TRAIN_PRESETS[preset] and the caller's)
+    nested: dict,  # section name -> its fields over the section's preset; a section left out: the preset as it is
 ) -> TrainConfig:
-    "A validated TrainConfig: the preset, then the method's settings, then (reference=True) the reference's switches, then the overrides."
-    if preset not in TRAIN_PRESETS: raise ValueError(f"unknown preset {quote(preset)}; choose from {', '.join(TRAIN_PRESETS)}")
-    if method not in METHODS: raise ValueError(f"unknown method {quote(method)}; choose from {', '.join(METHODS)}")   # before the method is applied
-    top, nested = dict(TRAIN_PRESETS[preset], task=task, method=method), {s: {} for s in SECTIONS}   # each section: its own preset
-    if method == "baseline": nested["policy"]["n_adapters"] = 1
-    if method in ("baseline", "ensemble_only"): nested["update"].update(mi_coef=0.0, nnm_coef=0.0)
-    elif method == "no_nnm": nested["update"]["nnm_coef"] = 0.0
-    top.setdefault("streaming_on", streams_by_default(task, method))   # a preset that fixes the gate keeps it
-    if not isinstance(reference, bool): raise ValueError(f"reference must be True or False, got {quote(reference)}")
-    if reference:   # here, not at the top: the switches are defined and explained after this notebook (23_reference)
-        from ugttt.reference import reference_overrides
-        overrides = {**reference_overrides(task), **overrides}   # a caller's override of a switch keeps the caller's value
-    for key, value in migrate_flat(overrides).items(): _put(top, nested, key, value)
-    names = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(top) - names)
+    "A validated TrainConfig of the run fields `top` and each section's preset under `nested`'s fields; ValueError naming an unknown field."
+    unknown = sorted(set(top) - {f.name for f in fields(TrainConfig)})
     if unknown: raise ValueError(f"unknown config field {quote(unknown[0])}")
-    return TrainConfig(**_typed(TrainConfig, top), **{s: _nested(cls, s, preset, nested[s]) for s, cls in SECTIONS.items()})
+    return TrainConfig(**_typed(TrainConfig, top), **{s: _nested(cls, s, preset, nested.get(s, {})) for s, cls in SECTIONS.items()})
 
 # %% ../nbs/21_config.ipynb #7d8f7ea7
-def _put(top: dict, nested: dict, key: str, value) -> None:
-    "Place one override: a top-level field, a dotted nested field, or a dict of nested fields."
-    if key in nested and isinstance(value, dict): nested[key].update(value); return
-    if "." in key:
-        head, tail = key.split(".", 1)
-        if head not in nested: raise ValueError(f"unknown config section {quote(head)} in {quote(key)}; sections: {', '.join(SECTIONS)}")
-        nested[head][tail] = value; return
-    top[key] = value
-
 def _nested(cls, section: str, preset: str, values: dict):
     "Build a nested config from its own preset plus values (read by their types), naming an unknown field with its section."
     names = {f.name for f in fields(cls)}
@@ -508,12 +473,11 @@ def config_from_dict(d: dict) -> TrainConfig:
     return from_json(TrainConfig, migrate_flat(d))
 
 # %% ../nbs/21_config.ipynb #530625bb
-_MOVED = ("load_config", "read_config_file", "config_loader", "stored_config_diff", "config_diff", "check_depth",
-          "CONFIG_MAX_DEPTH", "OPERATIONAL_FIELDS")   # in ugttt.config_files since the config became a leaf
+_MOVED = dict.fromkeys(("load_config", "read_config_file", "config_loader", "stored_config_diff", "config_diff", "check_depth",
+                         "CONFIG_MAX_DEPTH", "OPERATIONAL_FIELDS"), "ugttt.config_files") | dict.fromkeys(
+                        ("make_config", "streams_by_default"), "ugttt.presets")   # a name that left this module -> its module now
 
 def __getattr__(name: str):
-    "The names that moved to ugttt.config_files, looked up there when asked for here (PEP 562)."
-    if name in _MOVED:
-        from ugttt import config_files
-        return getattr(config_files, name)
+    "ImportError naming the module a moved name lives in now (PEP 562); AttributeError for any other unknown name."
+    if name in _MOVED: raise ImportError(f"{name} moved to {_MOVED[name]}: from {_MOVED[name]} import {name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

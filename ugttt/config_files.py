@@ -8,7 +8,8 @@ import dataclasses, functools, json
 from dataclasses import asdict, fields
 from pathlib import Path
 from .checks import clip, quote
-from .config import DEFAULT_TASK, SECTIONS, TrainConfig, config_to_dict, make_config, migrate_flat
+from .config import DEFAULT_TASK, SECTIONS, TrainConfig, config_to_dict, migrate_flat
+from .presets import make_config
 from .rundir import CONFIG, CONFIG_MAX_BYTES, RunDirError, check_tree, read_json, read_regular
 
 # %% auto #0

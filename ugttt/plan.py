@@ -8,7 +8,8 @@ import json, math
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
-from .config import TrainConfig, make_config
+from .config import TrainConfig
+from .presets import make_config
 
 # %% auto #0
 __all__ = ['KNOWN_CONFIGS', 'CUDA_CONTEXT_BYTES', 'model_config', 'meta_ensemble', 'count_parameters', 'Plan', 'plan',

@@ -8,7 +8,8 @@ import datetime, json, math, os, platform, shlex, subprocess, sys, tempfile, tim
 from dataclasses import dataclass
 from pathlib import Path
 from .checks import check_int, is_int
-from .config import TrainConfig, streams_by_default, config_from_dict, config_to_dict, make_config
+from .config import TrainConfig, config_from_dict, config_to_dict
+from .presets import streams_by_default, make_config
 from .config_files import stored_config_diff
 from .tasks import TASK_NAMES, get_task
 from .analysis import Run, interval_method, load_run
