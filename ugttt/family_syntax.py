@@ -6,7 +6,7 @@
 __all__ = ['MAX_INT_LIST', 'LOCAL_METHODS', 'code_tokens', 'token_words', 'int_lists', 'import_aliases', 'CodeFeatures',
            'code_features', 'uses_sqrt_2n', 'has_non_uniform_rows', 'has_uniform_rows', 'uses_scipy_minimize',
            'uses_scipy_min', 'uses_diff_evo', 'uses_sim_anneal', 'uses_genetic', 'uses_gradient', 'uses_local_search',
-           'uses_random_search', 'has_gaussian', 'has_step_function']
+           'uses_random_search', 'has_gaussian', 'has_step_function', 'Rule']
 
 # %% ../nbs/33_family_syntax.ipynb #475076b9
 import ast
@@ -16,6 +16,7 @@ import re
 import tokenize
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import Callable
 from .checks import patch_to
 
 # %% ../nbs/33_family_syntax.ipynb #66ce000f
@@ -383,3 +384,20 @@ def has_step_function(f: CodeFeatures, # features of a program
     return (f.name_phrase('step function', 'step init') or f.word('heaviside', 'stepfunction')
             or f.phrase('characteristic function', 'indicator function')
             or any(_STEP_WHERE.match(a) for a in f.call_args('where')) or _STEP_SLICE.search(f.code) is not None)
+
+# %% ../nbs/33_family_syntax.ipynb #fe79be17
+@dataclass(frozen=True)
+class Rule:
+    "One labelling rule: if `test(features)` holds, the program belongs to `family`."
+    name: str                                  # unique within its task, e.g. 'gradient_based/method'
+    description: str                           # what it matches, in words (shown by `describe_families`)
+    test: Callable[[CodeFeatures], bool]       # the predicate over `code_features(code)`
+    family: str | None = None                  # the label it assigns; None: the rule's `name`
+
+    def __post_init__(self):
+        "A rule without a family labels with its name."
+        if self.family is None: object.__setattr__(self, 'family', self.name)
+
+    def matches(self, code: str) -> bool:
+        "Whether this rule fires on `code`."
+        return bool(self.test(code_features(code)))

@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 from ..checks import check_int, is_int, patch_to
 from ..prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, THINK_END, THINK_START, chat_prompt, compact_prompt
+from ..family_syntax import Rule   # the type of a task's family rules (re-exported by ugttt.families)
 from ..scoring import MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, Score
 
 # %% auto #0
@@ -272,7 +273,6 @@ def check_task(
     task: Task,   # a task, typically your own
 ) -> Task:        # the same task
     "Raise a ValueError naming the first field of `task` that is wrong; return the task."
-    from ugttt.families import Rule
     bad = lambda field, why: ValueError(f"task {getattr(task, 'name', '?')!r}: {field} {why}")
     if not isinstance(task, Task): raise TypeError(f"expected a ugttt.tasks.Task, got {type(task).__name__}")
     if not isinstance(task.name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", task.name):
