@@ -1,4 +1,4 @@
-"""The package's layering, read from its source: the config is a leaf, no private name crosses a module, the ensemble's
+"""The package's layering, read from its source: the config is a leaf, no import cycle, no private name crosses a module, the ensemble's
 backend stays inside the policy, importing the policy leaves the sandbox out, the sandbox stands alone, and the names
 the config checks against are the components' own."""
 import ast, subprocess, sys
@@ -21,14 +21,77 @@ def _relative_imports(path: Path, top_level_only: bool = False) -> list[ast.Impo
     return [n for n in nodes if isinstance(n, ast.ImportFrom) and n.level > 0]
 
 
+def _module_name(path: Path) -> str:
+    "ugttt/tasks/core.py -> ugttt.tasks.core; a package's __init__.py -> the package."
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+NAMES = {_module_name(p): p for p in MODULES}
+
+
+def _imported(path: Path) -> set[str]:
+    "Every name `path` imports, at any level of its code: relative imports resolved, `from pkg import module` as the module."
+    me = _module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    out = set()
+    for n in ast.walk(_tree(path)):
+        if isinstance(n, ast.Import): out |= {a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom):
+            base = ".".join(package.split(".")[:len(package.split(".")) - n.level + 1]) if n.level else ""
+            base = ".".join(x for x in (base, n.module) if x)
+            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in NAMES else base for a in n.names}
+    return out
+
+
+def _package_module(name: str) -> str | None:
+    "The module of the package a dotted import name loads (its longest prefix that is one), or None outside the package."
+    parts = name.split(".")
+    return next((".".join(parts[:k]) for k in range(len(parts), 0, -1) if ".".join(parts[:k]) in NAMES), None)
+
+
 def test_config_is_a_leaf():
-    "ugttt/config.py imports only checks at its top; inside functions only the reference's switches, the moved file readers, the trackers' checks and a built-in task's defaults."
-    assert {n.module for n in _relative_imports(PKG / "config.py", top_level_only=True)} == {"checks"}
-    lazy = {(n.module, tuple(a.name for a in n.names)) for n in ast.walk(_tree(PKG / "config.py"))
-            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("ugttt")}
-    assert lazy <= {("ugttt.reference", ("reference_overrides",)), ("ugttt", ("config_files",)),
-                    ("ugttt.tasks", ("TASK_NAMES", "get_task")), ("ugttt.tracking", ("report_to_tuple",)),
-                    ("ugttt.tracking", ("check_report_to",))}, lazy
+    "ugttt/config.py imports, at any level of its code (inside functions too), only ugttt.checks of the package and the standard library: no torch."
+    names = _imported(PKG / "config.py")
+    ours = {n for n in names if n.split(".")[0] == "ugttt"}
+    others = {n for n in names - ours if n != "__future__" and n.split(".")[0] not in sys.stdlib_module_names}
+    assert ours == {"ugttt.checks"} and not others, (sorted(ours), sorted(others))
+
+
+def _import_graph() -> dict[str, set[str]]:
+    "Module -> the package's modules it imports, from every Import and ImportFrom at every level of its code."
+    return {me: {m for m in map(_package_module, _imported(p)) if m and m != me} for me, p in NAMES.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    "One cycle of the graph as a path that returns to its start, or None (an iterative depth-first search)."
+    state = {}   # module -> 1 on the current path, 2 done
+    for root in sorted(graph):
+        if root in state: continue
+        path, todo = [root], [iter(sorted(graph[root]))]
+        state[root] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2; todo.pop(); continue
+            if state.get(nxt) == 1: return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                state[nxt] = 1; path.append(nxt); todo.append(iter(sorted(graph.get(nxt, ()))))
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    "No module of the package imports itself through others, counting imports inside functions (a package and the modules its __init__ imports aside)."
+    graph = _import_graph()
+    assert "ugttt.tasks.core" in graph["ugttt.tasks"] and "ugttt.checks" in graph["ugttt.config_files"]   # the graph is read
+    cycle = _cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+def test_a_cycle_is_found_and_named():
+    "The search itself: a planted cycle is reported as its path."
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
 def test_no_private_name_crosses_a_module():
@@ -108,6 +171,21 @@ def test_the_config_checks_against_the_components_own_names(name, module, attr):
     import importlib
     import ugttt.config as config
     assert tuple(getattr(config, name)) == tuple(getattr(importlib.import_module(module), attr))
+
+
+def test_device_types_are_torchs():
+    "Each device type the config accepts is one torch.device parses, and the config reads a device string as torch does."
+    import warnings
+    import torch
+    import ugttt.config as config
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # torch warns that mkldnn is deprecated as a device type
+        for t in config.DEVICE_TYPES: torch.device(t)
+    for d in ("cpu", "cuda", "cuda:0", "cuda:12", "cpu:0", "mps", "meta", "xpu:3", "cuda:01", "cuda:", "cuda:-1", "gpu", "CUDA",
+              " cpu", "cuda:0:1", "cuda:x"):
+        try: torch.device(d); ok = True
+        except (RuntimeError, TypeError): ok = False
+        assert bool(config._DEVICE.fullmatch(d)) == ok, d
 
 
 def test_policy_dtypes_are_the_loaders():
