@@ -3,12 +3,14 @@ variant starts from the run's state and the run's groups, a baseline run (K = 1)
 differs from the log or a missing checkpoint is refused in one line, the run directory is never written, and the
 `ugttt replay` verb does all of it from the command line."""
 import json
+from dataclasses import asdict
 
 import pytest
 from fastcore.test import test_eq
 from safetensors.torch import load_file, save_file
 
 from security_run import cli, copy_run, refused, tree   # tests/ is on sys.path under pytest
+from ugttt.config import SandboxConfig
 from ugttt.reproduce import RunSpec, ensure_runs, run_path
 from ugttt.rundir import read_jsonl
 from ugttt.replay import VARIANTS, ReplayError, replay
@@ -98,6 +100,7 @@ def test_cli_replay(finished, tmp_path):
     assert "as_trained reproduced the logged gradient norms exactly" in lines[0], lines[0]
     test_eq([l.split()[0] for l in lines[2:]], ["dropout_off", "dropout_off", "own", "own", "as_trained", "as_trained"])
     result = json.loads(out.read_text())
+    test_eq(result["sandbox"], asdict(SandboxConfig()))                      # the defaults, not the run's section
     rec = epoch_record(run, 1)
     test_eq([x["grad_norm"] for x in rows_of(result, "as_trained")], [rec["adapter_0/grad_norm"], rec["adapter_1/grad_norm"]])
     test_eq(tree(run), before)
@@ -119,3 +122,51 @@ def test_a_variant_that_does_not_apply_is_refused(finished, tmp_path):
     (own / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ValueError) as e: replay(own, 1, ["drop"])
     assert "variant 'drop' does not apply to" in str(e.value) and "train_on='own'" in str(e.value), str(e.value)
+
+
+# ---- the replay proves itself (issue 46, item 5) -------------------------------------------------------------------
+DROP = dict(epochs=3, groups_per_epoch=1, group_size=5, decode_groups=1, budget_s=2.0, seed=0,
+            **{"policy.n_adapters": 5, "policy.max_new_tokens": 96, "policy.code_budget": 64, "update.shared_negatives": "drop"})
+
+
+@pytest.fixture(scope="module")
+def drop_run(tmp_path_factory, sandbox):
+    "ensemble_only, K = 5, shared_negatives='drop', tiny preset shrunk to 3 epochs of one group of 5 (about 20 s): its directory."
+    from ugttt.presets import make_config
+    from ugttt.trainer import train
+    run = tmp_path_factory.mktemp("drop") / "run"
+    train(make_config("cp26", "ensemble_only", "tiny", **DROP), run, progress=False, sandbox=sandbox)
+    return run
+
+
+def test_as_trained_gives_the_saved_checkpoint_byte_for_byte(drop_run, tmp_path, sandbox):
+    """The last epoch of a K = 5 drop run, replayed from the previous checkpoint: the logged grad norms and pg_loss, and
+    (checked by replay against checkpoints/epoch_0002) every adapter tensor and AdamW state byte for byte; a checkpoint
+    moved by one ulp of one adapter entry, or in one AdamW moment, is refused, naming it."""
+    import torch
+    from ugttt.rundir import TRAINER_STATE, adapter_weights, checkpoint_path
+    test_eq(sorted(p.name for p in (drop_run / "checkpoints").iterdir() if p.is_dir()), ["epoch_0000", "epoch_0001", "epoch_0002"])
+    rec = epoch_record(drop_run, 2)
+    assert rec["train/num_rollouts"] > 0 and len({rec[f"adapter_{k}/pg_loss"] for k in range(5)}) > 1, rec   # a real update, drop acting
+    before = tree(drop_run)
+    r = replay(drop_run, 2, sandbox=sandbox)                                  # raises unless as_trained gives epoch_0002's state
+    mine = rows_of(r, "as_trained")
+    test_eq([x["grad_norm"] for x in mine], [rec[f"adapter_{k}/grad_norm"] for k in range(5)])
+    test_eq([x["pg_loss"] for x in mine], [rec[f"adapter_{k}/pg_loss"] for k in range(5)])
+    test_eq(tree(drop_run), before)
+    # the comparison is live: a copy whose epoch_0002 differs by one ulp of one adapter entry, or in one AdamW moment
+    ulp = copy_run(drop_run, tmp_path / "ulp")
+    f = adapter_weights(checkpoint_path(ulp, 2), "adapter_3")
+    w = load_file(f); name = sorted(w)[0]; t = w[name].clone()
+    t.view(-1)[0] = torch.nextafter(t.view(-1)[0], torch.tensor(float("inf"), dtype=t.dtype))
+    save_file({**w, name: t}, f)
+    with pytest.raises(ReplayError) as e: replay(ulp, 2, sandbox=sandbox)
+    assert f"does not give the state the run saved: adapter 3's {name} differs from checkpoints/epoch_0002's" in str(e.value), str(e.value)
+    moment = copy_run(drop_run, tmp_path / "moment")
+    path = checkpoint_path(moment, 2) / TRAINER_STATE
+    st = torch.load(path, weights_only=True)
+    st["optimizers"][-1]["state"][0]["exp_avg"] *= 0.5                       # still a state AdamW could hold: only smaller
+    torch.save(st, path)
+    with pytest.raises(ReplayError) as e: replay(moment, 2, sandbox=sandbox)
+    k = len(st["optimizers"]) - 1                                            # one optimiser over the stacks, or one per member
+    assert f"optimiser {k}'s exp_avg of parameter 0 differs from checkpoints/epoch_0002's" in str(e.value), str(e.value)

@@ -20,7 +20,7 @@ from .streaming import StreamingHistory
 from .tasks import MAX_PROGRAM_CHARS
 
 # %% auto #0
-__all__ = ['save_checkpoint', 'load_checkpoint', 'own_hyperparameters', 'check_run_dir', 'resume_run']
+__all__ = ['save_checkpoint', 'load_checkpoint', 'own_hyperparameters', 'saved_state', 'check_run_dir', 'resume_run']
 
 # %% ../nbs/63_checkpoint.ipynb #caa4b45c
 def save_checkpoint(
@@ -61,6 +61,7 @@ def load_checkpoint(
     gen: torch.Generator,     # the sampling generator: its state is overwritten
     cfg: TrainConfig,         # the run's config: what its sampler and streaming history can hold
     epoch: int | None = None, # the checkpoint of this epoch (checkpoints/epoch_XXXX, ugttt.replay); None: the newest (latest.json)
+    task=None,                # the run's resolved Task: sampler.json must name it; None: only a built-in task name is accepted
 ) -> dict:                    # epoch, counter, sampler (PUCTSampler), history (StreamingHistory)
     "Restore the latest (or the given epoch's) complete checkpoint into ens/optimizers/gen; RunDirError naming the file if anything is missing or malformed."
     if epoch is None:
@@ -72,7 +73,7 @@ def load_checkpoint(
         ck = checkpoint_path(run_dir, epoch)
         if ck.is_symlink() or not ck.is_dir(): raise RunDirError(f"{ck} is not a checkpoint directory: the run has no checkpoint of epoch {epoch}")
     st = _read_state(ck / TRAINER_STATE, epoch, optimizers, gen)
-    sampler = _from_json(PUCTSampler, ck / SAMPLER_STATE, _sampler_max_bytes(cfg))
+    sampler = _from_json(PUCTSampler, ck / SAMPLER_STATE, _sampler_max_bytes(cfg), task)   # its task name compared, never imported
     history = _from_json(StreamingHistory, ck / STREAMING_STATE, 32 * cfg.epochs * cfg.groups_per_epoch * cfg.group_size + 4096)
     weights = [_read_adapter(adapter_weights(ck, name), adapter_state(ens, k))
                for k, name in enumerate(ens.names)]                  # every file checked before any adapter is overwritten
@@ -204,11 +205,12 @@ def _from_json(
     cls,              # PUCTSampler or StreamingHistory
     path: Path,       # its JSON file in a checkpoint
     max_bytes: int,   # the most it can legitimately hold
+    *args,            # for cls.from_dict after the dict (PUCTSampler: the run's task)
 ):
     "cls.from_dict of a checkpoint's JSON file; RunDirError naming the file if it is missing, too large or does not rebuild."
     try: d = read_json(path, max_bytes)
     except FileNotFoundError as e: raise RunDirError(f"cannot resume: {e}") from None
-    try: return cls.from_dict(d)
+    try: return cls.from_dict(d, *args)
     except Exception as e: raise RunDirError(f"{path} does not rebuild a {cls.__name__}: {_first_line(e)}") from None
 
 ADAPTER_MAX_ABS = 1e4   # the largest adapter entry a resume accepts: training from the initialisation stays far below
@@ -233,6 +235,22 @@ def _read_adapter(
         big = float(t.abs().max()) if t.numel() else 0.0
         if big > ADAPTER_MAX_ABS: raise RunDirError(f"{path}: {n} holds {big:.3g}, beyond the {ADAPTER_MAX_ABS:g} no training reaches")
     return w
+
+# %% ../nbs/63_checkpoint.ipynb #48be6aa2
+def saved_state(
+    run_dir,               # the run directory
+    epoch: int,            # a finished epoch: its checkpoint, checkpoints/epoch_XXXX
+    ens,                   # the run's LoRAEnsemble: the adapters' names, shapes and dtypes expected (not changed)
+    optimizers,            # its K optimisers: the saved states' expected structure (not changed)
+    gen: torch.Generator,  # the sampling generator: its device says what the saved RNG state must be (not changed)
+) -> dict:                 # adapters: per member {tensor name: tensor}; optimizers: the K saved optimiser state dicts
+    "The adapters and optimiser states an epoch's checkpoint holds, checked as load_checkpoint checks them, restored nowhere."
+    if not is_int(epoch, 0): raise ValueError(f"epoch must be an int >= 0, got {quote(epoch, 80)}")
+    ck = checkpoint_path(run_dir, epoch)
+    if ck.is_symlink() or not ck.is_dir(): raise RunDirError(f"{ck} is not a checkpoint directory: the run has no checkpoint of epoch {epoch}")
+    st = _read_state(ck / TRAINER_STATE, epoch, optimizers, gen)
+    return dict(adapters=[_read_adapter(adapter_weights(ck, name), adapter_state(ens, k)) for k, name in enumerate(ens.names)],
+                optimizers=st["optimizers"])
 
 # %% ../nbs/63_checkpoint.ipynb #73c3519a
 def check_run_dir(
@@ -262,10 +280,11 @@ def resume_run(
     optimizers,            # its K optimisers: their states are overwritten
     gen: torch.Generator,  # the sampling generator: its state is overwritten
     cfg: TrainConfig,      # the run's config (load_checkpoint)
+    task=None,             # the run's resolved Task (load_checkpoint); None: the checkpoint must name a built-in task
 ) -> dict | None:          # load_checkpoint's epoch, counter, sampler, history; None before the first checkpoint
     "Continue a run: remove a killed write's temporaries, restore the newest checkpoint and drop the log lines after it."
     run_dir = Path(run_dir)
-    st = load_checkpoint(run_dir, ens, optimizers, gen, cfg) if read_latest(run_dir) is not None else None   # before any write
+    st = load_checkpoint(run_dir, ens, optimizers, gen, cfg, task=task) if read_latest(run_dir) is not None else None   # before any write
     for d in (run_dir, run_dir / CHECKPOINTS, run_dir / PUCT): remove_temporaries(d)   # a killed write's leftovers
     keep_epochs(run_dir, st["epoch"] if st else -1)
     return st

@@ -7,7 +7,7 @@ from __future__ import annotations
 import builtins, reprlib
 
 # %% auto #0
-__all__ = ['is_int', 'quote', 'clip', 'check_int', 'patch_to']
+__all__ = ['is_int', 'quote', 'clip', 'printable', 'check_int', 'patch_to']
 
 # %% ../nbs/60_checks.ipynb #2db42da3
 def is_int(
@@ -41,6 +41,15 @@ def clip(
     if len(text) <= limit: return text
     head, tail = text[:limit * 3 // 5], text[-(limit // 5):]
     return f"{head} ... ({len(text) - len(head) - len(tail)} characters left out) ... {tail}"
+
+# %% ../nbs/60_checks.ipynb #e026a871
+def printable(
+    text,            # any value; a non-str is str()-ed first
+) -> str:            # the text with every control and format character escaped (\x1b, \u202e, \n)
+    "Text safe to print to a terminal: control and format characters (Unicode categories C*) written as escapes."
+    text = str(text)
+    if text.isprintable(): return text   # the common case, checked in C
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 # %% ../nbs/60_checks.ipynb #8f8f7957
 def check_int(

@@ -6,8 +6,8 @@
 from __future__ import annotations
 import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typing
 from pathlib import Path
-from .checks import clip, quote
-from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS, TrainConfig, config_fields,
+from .checks import clip, printable, quote
+from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS, SandboxConfig, TrainConfig, config_fields,
                           type_options)
 from .presets import make_config
 from .config_files import load_config
@@ -15,8 +15,9 @@ from .tasks import TASK_NAMES
 
 # %% auto #0
 __all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'config_flags', 'parse_value', 'type_name', 'field_comments',
-           'config_help', 'build_parser', 'config_from_args', 'report_rows', 'format_report', 'report_arms',
-           'compare_rows', 'format_comparison', 'format_legend', 'check_plot_path', 'plot_report', 'main']
+           'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'report_rows', 'format_report',
+           'report_arms', 'compare_rows', 'format_comparison', 'format_legend', 'check_plot_path', 'plot_report',
+           'check_resume_task', 'main']
 
 # %% ../nbs/66_cli.ipynb #01032a0d
 _RUN_FLAGS_SKIP = ("task", "method")   # their own flags, with choices and a default
@@ -105,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "E's update of a run from its own checkpoint (the state before that update) under variants that change "
                         "one thing each, every one from the same state and groups, and print per member the full-vocabulary "
                         "KL to the base model on its own rollouts before and after, the gradient norm and the update's size. "
-                        "as_trained must reproduce the logged gradient norms exactly. The run directory is only read.")
+                        "as_trained must reproduce the logged gradient norms and losses exactly and the saved checkpoint byte for byte. The run "
+                        "directory is only read; its task and sandbox section are not taken (--task, --sandbox.*).")
     rp.add_argument("run", type=Path, help="the run directory")
     rp.add_argument("--epoch", type=int, required=True, help="the epoch whose update is replayed (0: from the run's seed)")
     rp.add_argument("--variant", action="extend", nargs="+", metavar="NAME",
@@ -113,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", type=Path, help="also write the numbers to this JSON file (not inside the run)")
     rp.add_argument("--threads", type=int, help="torch threads (default: as many as the run's updates used, as it logged)")
     rp.add_argument("--quiet", action="store_true", help="no progress bars")
+    rp.add_argument("--task", metavar="TASK", help="the run's task when it is your own module (package.module:attr): a run is "
+                    "data, so a replay imports only a built-in task or the one you name here, which must be the run's")
+    _add_sandbox_args(rp)
     sub.add_parser("doctor", help="how this machine confines generated programs", description="Probe every isolation mode of "
                    "the sandbox (bwrap, mountns, netns, limits), say what each confines and which one isolation='auto' picks. "
                    "Exit status 1 when auto would refuse to run programs here (no mode that confines files works).")
@@ -139,6 +144,20 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 def _metavar(tp) -> str:
     "A short metavar from a field type."
     return type_name(tp).replace(" | None", "|none").replace("tuple[str, ...]", "A,B").replace("tuple[float, float]", "X,Y").upper()
+
+# %% ../nbs/66_cli.ipynb #8fccd27a
+def _add_sandbox_args(p: argparse.ArgumentParser) -> None:
+    "The --sandbox.NAME flags of the SandboxConfig fields, with their comments as help."
+    helps, flags = config_help(), config_flags()
+    for flag in (f for f in flags if f.startswith("sandbox.")):
+        p.add_argument(f"--{flag}", dest=f"cfg:{flag}", metavar=_metavar(flags[flag]), help=helps[flag].replace("%", "%%"))
+
+# %% ../nbs/66_cli.ipynb #d267a74b
+def sandbox_from_args(args) -> SandboxConfig:
+    "The SandboxConfig of the --sandbox.NAME flags given (the defaults for the rest); ValueError naming a bad value."
+    flags = config_flags()
+    given = {k[12:]: parse_value(k[4:], v, flags[k[4:]]) for k, v in vars(args).items() if k.startswith("cfg:sandbox.") and v is not None}
+    return SandboxConfig(**given)
 
 # %% ../nbs/66_cli.ipynb #9f90e613
 def config_from_args(args) -> TrainConfig:
@@ -183,7 +202,7 @@ def format_report(rows: list[dict]) -> str:
     "A plain-text table of report_rows."
     fmt = dict(R_max="{:.4f}", H_bits="{:.2f}", mean_MI="{:.2e}", correct="{:.0%}")
     cols = ["run", "task", "method", "seed", "epochs", "R_max", "H_bits", "mean_MI", "correct", "logs"]
-    cell = lambda r, c: "-" if r[c] is None else fmt.get(c, "{}").format(r[c])
+    cell = lambda r, c: "-" if r[c] is None else printable(fmt.get(c, "{}").format(r[c]))   # a run's texts: controls escaped
     return _columns([cols] + [[cell(r, c) for c in cols] for r in rows])
 
 def _columns(table: list[list[str]]) -> str:
@@ -252,7 +271,7 @@ def format_comparison(comps: list[dict]) -> str:
     blocks = []
     for key in dict.fromkeys((c["task"], c["ref"], c["arm"]) for c in comps):
         cs = [c for c in comps if (c["task"], c["ref"], c["arm"]) == key]
-        task, ref, arm = key
+        task, ref, arm = map(printable, key)                                # names a run chose: controls escaped
         seeds, n = cs[0]["seeds"], len(cs[0]["seeds"])
         pairs = f"{n} seed{'s' if n != 1 else ''} paired: {', '.join(map(str, seeds))}" if n else "no seed in common"
         rows = [["quantity", "better", ref, arm, "difference [95% interval] p", "by seed", "verdict"]]
@@ -261,7 +280,7 @@ def format_comparison(comps: list[dict]) -> str:
             rows.append([c["quantity"], {1: "higher", -1: "lower", 0: "-"}[c["better"]], fmt_value(c["ref_mean"], dg, sci),
                          fmt_value(c["arm_mean"], dg, sci),
                          fmt_ci(c["stats"], dg, sci) if n >= 2 else _signed(c["diff"], dg, sci),
-                         ", ".join(f"{s}: {_signed(d, dg, sci)}" for s, d in c["by_seed"].items()) or "-", c["verdict"]])
+                         ", ".join(f"{s}: {_signed(d, dg, sci)}" for s, d in c["by_seed"].items()) or "-", printable(c["verdict"])])
         lines = [f"{task}: {arm} vs {ref} (difference = {arm} - {ref}; {pairs})", _columns(rows)]
         if n == 1:
             lines.append(f"One seed per method (seed {seeds[0]}): one seed cannot decide which is better; train more seeds "
@@ -319,22 +338,31 @@ def format_legend(
 # %% ../nbs/66_cli.ipynb #b54d9439
 PLOT_SUFFIXES = (".png", ".pdf")   # the figure formats --plot writes, chosen by the file name's suffix
 
-def check_plot_path(path) -> Path:
-    "The --plot file as a Path; ValueError when its suffix is not .png or .pdf or its folder does not exist."
+def check_plot_path(
+    path,         # the --plot file
+    runs=(),      # the run directories reported: the file may not lie inside one
+) -> Path:
+    "The --plot file as a Path; ValueError for a suffix not .png or .pdf, a missing folder, a path inside a run, or a link."
     path = Path(path)
     if path.suffix.lower() not in PLOT_SUFFIXES:
         raise ValueError(f"--plot {quote(str(path))}: the file must end in .png or .pdf")
     if not path.parent.is_dir(): raise ValueError(f"--plot {quote(str(path))}: the folder {quote(str(path.parent))} does not exist")
+    for run in map(Path, runs):   # lexically and resolved: a link planted in a run may lead anywhere
+        if Path(os.path.abspath(path)).is_relative_to(os.path.abspath(run)) or path.resolve().is_relative_to(run.resolve()):
+            raise ValueError(f"--plot {quote(str(path))} lies inside the run directory {quote(str(run))}; a report never writes into a run")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ValueError(f"--plot {quote(str(path))} is a link or not a regular file; the figure is not written through it")
     return path
 
 def plot_report(
     rows: list[dict],   # report_rows: their per-epoch R_max and entropy
     path,               # a .png or .pdf file (check_plot_path)
 ) -> Path:
-    "R_max (best so far) and family entropy per epoch, a line per run in its method's colour; written to path."
+    "R_max (best so far) and family entropy per epoch, a line per run in its method's colour; written to path, never through a link."
     from matplotlib.figure import Figure   # no pyplot: no global figure state, no GUI backend
+    from ugttt.rundir import write_atomic
     from ugttt.reproduce import COLORS
-    path = check_plot_path(path)
+    path = check_plot_path(path, [r["run"] for r in rows])
     fig = Figure(figsize=(10, 3.8), layout="constrained")
     axes = fig.subplots(1, 2)
     palette = iter(["#1b9e77", "#d95f02", "#e7298a", "#66a61e", "#e6ab02", "#1f78b4"])   # methods without a colour of their own
@@ -349,13 +377,24 @@ def plot_report(
         ax.set(title=title, xlabel="epoch", ylabel=unit); ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
     axes[1].legend(fontsize=8, loc="best")
-    fig.savefig(path, dpi=150)
+    write_atomic(path, lambda f: fig.savefig(f, format=path.suffix[1:].lower(), dpi=150))   # an exclusive temporary, renamed
     return path
 
 def _plot_labels(rows: list[dict]) -> list[str]:
     "A legend label per run: task, method and seed, or its directory where those do not tell runs apart."
-    labels = [f"{r['task']} {r['method']} s{'-' if r['seed'] is None else r['seed']}" for r in rows]
-    return labels if len(set(labels)) == len(labels) else [r["run"] for r in rows]
+    labels = [printable(f"{r['task']} {r['method']} s{'-' if r['seed'] is None else r['seed']}") for r in rows]
+    return labels if len(set(labels)) == len(labels) else [printable(r["run"]) for r in rows]
+
+# %% ../nbs/66_cli.ipynb #164fc7ee
+def check_resume_task(
+    task: str,          # the task of the config the resume runs (from --task, --config or the default)
+    named: str | None,  # what --task named on the command line, or None
+) -> None:
+    "Refuse, in one line, a resume whose task is neither a built-in task nor the one --task names: nothing a run names is imported."
+    if task in TASK_NAMES or task == named: return
+    raise ValueError(f"--resume: the config names the task {quote(task, 80)}, which is not a built-in task, and --task does not "
+                     f"name it; a resume imports only a built-in task or the one named on the command line: add --task "
+                     f"{quote(task, 80)} if you trust that module")
 
 # %% ../nbs/66_cli.ipynb #c1d1c0d4
 def main(argv: list[str] | None = None) -> int:
@@ -374,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.gpu_gib is not None and not args.gpu_gib > 0: raise ValueError(f"--gpu-gib must be > 0, got {args.gpu_gib}")
             get_task(cfg.task)                                   # a plan of a task that does not exist is an error too
             print(format_plan(plan(cfg, args.gpu_gib))); return 0
+        if args.resume: check_resume_task(cfg.task, args.task)   # before anything is imported: a run is data
         from ugttt.trainer import preflight, train
         task = preflight(cfg, args.out, args.resume)             # once: train is handed the task
     except (ValueError, TypeError, ImportError, OSError) as e:   # input problems and missing extras, before any compute
@@ -387,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(runs, plot=None) -> int:
     "Print the report of the runs, their comparison and the legend (and draw --plot); warn of edited logs on stderr, then return 1 (else 0)."
-    if plot is not None: check_plot_path(plot)   # a bad file name is refused before any run is read
+    if plot is not None: check_plot_path(plot, runs)   # a bad file name, or one inside a run, is refused before any run is read
     rows = report_rows(runs)
     comps = compare_rows(rows)
     print(format_report(rows))
@@ -395,17 +435,17 @@ def _report(runs, plot=None) -> int:
     print("\n" + format_legend(bool(comps)))
     if plot is not None: print(f"\nfigure: {plot_report(rows, plot)}")
     for r in rows:
-        if r["problem"]: sys.stderr.write(f"ugttt: warning: {clip(r['problem'])}\n")
+        if r["problem"]: sys.stderr.write(f"ugttt: warning: {printable(clip(r['problem']))}\n")
     return 1 if any(r["problem"] for r in rows) else 0
 
 def _fail(e: BaseException) -> int:
-    "Print an error as one line of bounded length (a message's own line breaks joined) and return exit code 2."
-    sys.stderr.write("ugttt: error: " + clip(" ".join(str(e).splitlines())) + "\n"); return 2
+    "Print an error as one line of bounded length (a message's own line breaks joined, control characters escaped) and return exit code 2."
+    sys.stderr.write("ugttt: error: " + printable(clip(" ".join(str(e).splitlines()))) + "\n"); return 2
 
 # %% ../nbs/66_cli.ipynb #6f2a9d41
 def _replay(args) -> int:
     "Replay one epoch's update of a run (ugttt.replay) and print its table; refusals are ValueErrors, one line each."
     from ugttt.replay import format_replay, replay
-    print(format_replay(replay(args.run, args.epoch, args.variant or ["as_trained"], threads=args.threads,
-                               progress=not args.quiet, json_path=args.json)))
+    print(format_replay(replay(args.run, args.epoch, args.variant or ["as_trained"], sandbox=sandbox_from_args(args),
+                               threads=args.threads, progress=not args.quiet, json_path=args.json, task=args.task)))
     return 0

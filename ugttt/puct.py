@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 import numpy as np
-from .checks import check_int, patch_to
+from .checks import check_int, patch_to, quote
 from .tasks import State, Task, get_task, task_names
 
 # %% auto #0
@@ -365,6 +365,18 @@ def stats(self: PUCTSampler) -> dict:
     return {"puct/buffer_size": len(self.nodes), "puct/T": self.T, "puct/scale_last": self.last_scale,
             "puct/best_value": max(nd.value for nd in self.nodes), "puct/sampled": len(self.last_sample)}
 
+# %% ../nbs/20_puct.ipynb #4af536ce
+def _stored_task(
+    name,                # the task name a snapshot stored (Task.name)
+    task: Task | None,   # the caller's task; None: only a built-in name is accepted
+) -> Task:
+    "The task a stored sampler names: the caller's when the names agree, a built-in by name; ValueError otherwise, nothing imported."
+    if task is not None:
+        if name != task.name: raise ValueError(f"the sampler is of task {quote(name, 80)}, the run's task is {task.name!r}")
+        return task
+    if isinstance(name, str) and name in task_names(): return get_task(name)
+    raise ValueError(f"the sampler names the task {quote(name, 80)}, not a built-in one; pass the run's task to check it against")
+
 # %% ../nbs/20_puct.ipynb #a9402a3e
 @patch_to(PUCTSampler)
 def to_dict(self: PUCTSampler) -> dict:
@@ -377,12 +389,13 @@ def to_dict(self: PUCTSampler) -> dict:
 @patch_to(PUCTSampler, cls_method=True)
 def from_dict(
     cls: PUCTSampler,
-    d: dict,          # what to_dict returned (possibly through JSON)
+    d: dict,            # what to_dict returned (possibly through JSON)
+    task: Task | None = None,   # the run's task, resolved by the caller; None: the stored name must be a built-in task
 ) -> PUCTSampler:
-    "The sampler `to_dict` described, without rebuilding its roots."
+    "The sampler `to_dict` described, without rebuilding its roots; the stored task name is checked, never imported."
     s = cls.__new__(cls)
     cfg = d["config"]
-    s.task = get_task(cfg["task"])
+    s.task = _stored_task(cfg["task"], task)
     for k in ("n_roots", "seed", "c", "group_size", "topk_children", "max_buffer", "backup"): setattr(s, k, cfg[k])
     _check_sampler(s)
     s.nodes = [Node.from_dict(x) for x in d["states"]]

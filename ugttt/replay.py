@@ -6,25 +6,27 @@
 from __future__ import annotations
 import copy, json, math, time
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .checks import is_int, quote
-from .config import TrainConfig, config_from_dict
+from .checks import is_int, printable, quote
+from .config import SandboxConfig, TrainConfig, config_from_dict
 from .rundir import (CONFIG, CONFIG_MAX_BYTES, METRICS, TRAJECTORIES, RunDirError, checkpoint_files, checkpoint_path,
                           finished_epochs, iter_jsonl, read_json, write_atomic)
-from .checkpoint import own_hyperparameters, load_checkpoint
+from .checkpoint import own_hyperparameters, load_checkpoint, saved_state
 from .loss import UpdateConfig
-from .policy import LoRAEnsemble, lm_head, adapter_tensors, adapters_off, last_hidden, trainable_groups
-from .trainer import EpochGroups, RunState, build_state, epoch_groups, open_executor, preflight
+from .policy import LoRAEnsemble, lm_head, adapter_state, adapter_tensors, adapters_off, last_hidden, trainable_groups
+from .tasks import Task, get_task, task_names
+from .trainer import EpochGroups, RunState, build_state, check_device, check_extras, epoch_groups, open_executor
 from .update import GroupUpdate, make_optimizers, update_epoch
 
 # %% auto #0
 __all__ = ['VARIANTS', 'ROWS', 'Variant', 'check_variants', 'variant_update', 'variant_rows', 'full_kl', 'member_kl_to_base',
            'lora_dropout', 'ReplayError', 'logged_epoch', 'check_reproduced', 'read_config', 'check_replayable',
-           'replay_state', 'replay', 'format_replay']
+           'replay_task', 'replay_config', 'replay_state', 'check_logged_update', 'check_saved_update', 'ReplayJob',
+           'replay', 'format_replay']
 
 # %% ../nbs/69_replay.ipynb #17297f09
 @dataclass(frozen=True)
@@ -160,8 +162,8 @@ def logged_epoch(
     run_dir,      # a run directory
     epoch: int,   # a finished epoch
     K: int,       # the run's adapters
-) -> dict:        # rollouts {(group, rollout): text, adapter, reward, U, advantage, kept}, grad_norm (K,), threads
-    "What the run logged of one epoch: per rollout its text, adapter, R_exec, U_i, shaped advantage and kept flag; the gradient norms."
+) -> dict:        # rollouts {(group, rollout): text, adapter, reward, U, advantage, kept}, grad_norm (K,), pg_loss (K,), threads
+    "What the run logged of one epoch: per rollout its text, adapter, R_exec, U_i, shaped advantage and kept flag; the gradient norms and policy losses."
     run_dir, rollouts, record = Path(run_dir), {}, None
     for t in iter_jsonl(run_dir / TRAJECTORIES):            # streamed: one record in memory at a time
         if t.get("epoch") == epoch:
@@ -174,7 +176,7 @@ def logged_epoch(
         elif r.get("progress/epoch") == epoch: record = r
     if record is None: raise RunDirError(f"{run_dir / METRICS} holds no record of epoch {epoch}")
     return dict(rollouts=rollouts, grad_norm=[record.get(f"adapter_{k}/grad_norm") for k in range(K)],
-                threads=record.get("torch/threads"))
+                pg_loss=[record.get(f"adapter_{k}/pg_loss") for k in range(K)], threads=record.get("torch/threads"))
 
 # %% ../nbs/69_replay.ipynb #2244a93b
 def _same(a, b) -> bool:
@@ -221,19 +223,43 @@ def check_replayable(
     epoch: int,          # the epoch to replay
     cfg: TrainConfig,    # its config
 ) -> None:
-    "Refuse, in one line, an epoch the run did not finish or whose previous epoch's checkpoint is gone."
+    "Refuse, in one line, an epoch the run did not finish, or whose checkpoint (the update's result) or the previous one (its start) is gone."
     if not is_int(epoch, 0): raise ValueError(f"epoch must be an int >= 0, got {quote(epoch, 40)}")
     done = finished_epochs(run_dir)                         # the logs checked against the newest checkpoint's digest
     if epoch >= done:
         raise ValueError(f"{run_dir} has finished {done} epoch(s){f' (0 to {done - 1})' if done else ''}; "
                          f"epoch {epoch} has no logged update to replay")
-    if epoch == 0: return                                   # from the run's initial state: its seed
-    ck = checkpoint_path(run_dir, epoch - 1)
-    missing = [f for f in checkpoint_files(cfg.n_adapters) if not (ck / f).is_file()]
-    if ck.is_symlink() or missing:
-        raise RunDirError(f"replaying epoch {epoch} needs the state before its update, {ck}, but "
-                          f"{ck / missing[0] if missing else ck} is missing: a run keeps every epoch's checkpoint, so "
-                          "this one was removed; replay a copy of the run that still has it")
+    for e, what in ((epoch - 1, "the state before its update"), (epoch, "the state its update saved")):
+        if e < 0: continue                                  # epoch 0 starts from the run's initial state: its seed
+        ck = checkpoint_path(run_dir, e)
+        missing = [f for f in checkpoint_files(cfg.n_adapters) if not (ck / f).is_file()]
+        if ck.is_symlink() or missing:
+            raise RunDirError(f"replaying epoch {epoch} needs {what}, {ck}, but {ck / missing[0] if missing else ck} is "
+                              "missing: a run keeps every epoch's checkpoint, so this one was removed; replay a copy of the "
+                              "run that still has it")
+
+# %% ../nbs/69_replay.ipynb #710cc2b9
+def replay_task(
+    stored: str,             # the task the run's config.json names: data, never imported
+    named: str | None = None,   # the task you name (a built-in name or "package.module:attr"); None: none named
+) -> Task:                   # the task the replay runs, resolved
+    "A replay's task: a built-in one, or the one you name, which must be the run's; otherwise ValueError in one line, nothing imported."
+    if named is not None and named != stored:
+        raise ValueError(f"the run's task is {quote(stored, 80)}, you named {quote(named, 80)}: a replay runs the run's own task")
+    if named is None and stored not in task_names():
+        raise ValueError(f"the run names the task {quote(stored, 80)}, which is not a built-in task: a replay imports no code a "
+                         f"run names; if you trust that module, name it yourself (task=, --task {quote(stored, 80)})")
+    return get_task(stored)
+
+# %% ../nbs/69_replay.ipynb #12a8ff30
+def replay_config(
+    cfg: TrainConfig,   # the run's config, as read from its config.json
+    sandbox=None,       # your SandboxConfig; None: SandboxConfig() (local workers, isolation "auto")
+) -> TrainConfig:       # the run's config with your sandbox section instead of the run's
+    "The run's config with the sandbox section replaced by yours: how a replay's programs run is never the run's to say."
+    if sandbox is None: sandbox = SandboxConfig()
+    if not isinstance(sandbox, SandboxConfig): raise TypeError(f"sandbox must be a SandboxConfig or an executor, got {type(sandbox).__name__}")
+    return replace(cfg, sandbox=sandbox)
 
 # %% ../nbs/69_replay.ipynb #4a6728ba
 def replay_state(
@@ -241,12 +267,12 @@ def replay_state(
     run_dir,                 # its directory: read only
     epoch: int,              # the epoch about to run
     progress: bool = False,  # tqdm bars
-    task=None,               # the run's task (preflight's); None: resolved from cfg.task
+    task: Task | None = None,   # the run's task (replay_task); None: replay_task(cfg.task), a built-in task only
 ) -> RunState:               # the state epoch `epoch` starts from; its sandbox is the caller's to set
     "The run's state before an epoch: a new run's (epoch 0), or restored from the checkpoint of epoch - 1; nothing is written."
-    state = build_state(cfg, run_dir, progress, task)
+    state = build_state(cfg, run_dir, progress, replay_task(cfg.task) if task is None else task)
     if epoch > 0:
-        st = load_checkpoint(run_dir, state.ens, state.optimizers, state.gen, cfg, epoch=epoch - 1)
+        st = load_checkpoint(run_dir, state.ens, state.optimizers, state.gen, cfg, epoch=epoch - 1, task=state.task)
         state.start, state.counter, state.sampler, state.history = epoch, st["counter"], st["sampler"], st["history"]
     return state
 
@@ -290,16 +316,78 @@ def _torch_threads(n: int):
     try: yield
     finally: torch.set_num_threads(old)
 
+# %% ../nbs/69_replay.ipynb #44c55ac9
+def check_logged_update(
+    stats: dict,      # update_epoch's statistics of the as-trained update
+    logged: dict,     # logged_epoch of the epoch
+    epoch: int,       # its number, for the message
+    threads: int,     # the torch threads the update ran with, for the message
+) -> None:
+    "ReplayError when the as-trained update's gradient norms or policy losses are not the logged floats, bit for bit."
+    for key in ("grad_norm", "pg_loss"):
+        now = [float(x) for x in stats[key]]
+        if len(now) != len(logged[key]) or not all(map(_same, now, logged[key])):
+            raise ReplayError(f"the as-trained update of epoch {epoch} gives {key} {now}, the log {quote(logged[key], 120)}; "
+                              f"it ran with {threads} torch thread(s): if the run used another number, pass it (threads=, --threads)")
+
+# %% ../nbs/69_replay.ipynb #05108b20
+def _same_bytes(a: Tensor, b: Tensor) -> bool:
+    "Equal dtype, shape and bytes: -0.0 is not 0.0, and a NaN equals only the same NaN."
+    a, b = a.detach().cpu().contiguous(), b.detach().cpu().contiguous()
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+# %% ../nbs/69_replay.ipynb #616081b7
+def check_saved_update(
+    ens: LoRAEnsemble,   # the ensemble after the as-trained update
+    optimizers: list,    # its optimisers after that update
+    saved: dict,         # saved_state of the epoch's checkpoint (63_checkpoint)
+    epoch: int,          # the replayed epoch
+) -> int:                # the tensors compared
+    "ReplayError naming the first adapter tensor or optimiser state entry that differs, byte for byte, from the epoch's checkpoint."
+    where, n = f"checkpoints/epoch_{epoch:04d}", 0
+    bad = lambda what: ReplayError(f"the as-trained update of epoch {epoch} does not give the state the run saved: {what} "
+                                   f"differs from {where}'s (another machine, torch version or code than the run's?)")
+    for k in range(ens.n_adapters):
+        own = adapter_state(ens, k)
+        for name, t in saved["adapters"][k].items():
+            if not _same_bytes(own[name], t): raise bad(f"adapter {k}'s {name}")
+            n += 1
+    for k, (o, s) in enumerate(zip(optimizers, saved["optimizers"])):
+        now = o.state_dict()["state"]
+        if set(now) != set(s["state"]): raise bad(f"the set of parameters with a state in optimiser {k}")
+        for i, entry in s["state"].items():
+            for key, v in entry.items():
+                if key not in now[i] or not _same_bytes(now[i][key], v): raise bad(f"optimiser {k}'s {key} of parameter {i}")
+                n += 1
+    return n
+
+# %% ../nbs/69_replay.ipynb #f846966b
+@dataclass(frozen=True)
+class ReplayJob:
+    "A replay's checked inputs, as `replay` hands them to its work: the run, its epoch and config, the task, variants, logs, threads and outputs."
+    run_dir: Path          # the run directory: read only
+    epoch: int             # the epoch whose update is replayed
+    cfg: TrainConfig       # the run's config, with your sandbox section (replay_config)
+    task: Task             # the task, resolved (replay_task)
+    names: list            # the variants to run, as_trained among them
+    upd: dict              # variant name -> its UpdateConfig
+    logged: dict           # logged_epoch of the epoch
+    threads: int           # torch threads of the updates
+    executor: object = None   # your executor; None: one made from cfg.sandbox for the replay and closed after
+    progress: bool = False    # tqdm bars while the epoch is regenerated
+    json_path: object = None  # where to write the result as JSON, or None
+
 # %% ../nbs/69_replay.ipynb #c93827da
 def replay(
-    run_dir,                    # a run directory: read, never written
+    run_dir,                    # a run directory: read, never written; data only (its task and sandbox are not taken)
     epoch: int,                 # the epoch whose update is replayed
     variants=("as_trained",),   # variant names (VARIANTS), or "all"; as_trained always runs too
-    sandbox=None,               # an executor on the run's budget clock (ugttt.sandbox.ray.Executor); default: the run config's own
+    sandbox=None,               # your SandboxConfig, or an executor on the run's budget clock; None: SandboxConfig() (never the run's section)
     threads: int | None = None, # torch threads; None: the run's (its epoch record's torch/threads), else torch's current
     progress: bool = False,     # tqdm bars while the epoch is regenerated
     json_path=None,             # also write the result there as JSON (never inside the run directory)
-) -> dict:                      # run, epoch, n_adapters, method, rollouts, logged grad norms, threads, rows, seconds, notes
+    task: str | None = None,    # the run's task when it is not a built-in one, named by you (replay_task)
+) -> dict:                      # run, epoch, n_adapters, method, rollouts, logged grad norms, threads, sandbox, rows, seconds, notes
     "Re-run one epoch's update of a run from its checkpoint under named variants; per member: KL to the base before and after, gradient norm, update size."
     run_dir = Path(run_dir)
     given = [variants] if isinstance(variants, str) else list(variants)
@@ -309,9 +397,11 @@ def replay(
         raise ValueError(f"{json_path} lies inside the run directory {run_dir}; a replay never writes into a run")
     if json_path is not None and not Path(json_path).parent.is_dir(): raise ValueError(f"{json_path}: its directory does not exist")
     if threads is not None and not is_int(threads, 1): raise ValueError(f"threads must be an int >= 1, got {quote(threads, 40)}")
-    cfg = read_config(run_dir)
+    executor = None if sandbox is None or isinstance(sandbox, SandboxConfig) else sandbox
+    cfg = replay_config(read_config(run_dir), None if executor is not None else sandbox)   # your sandbox, never the run's
+    resolved = replay_task(cfg.task, task)                  # a built-in task or yours, first: nothing a run names is imported
     check_replayable(run_dir, epoch, cfg)
-    task = preflight(cfg)                                   # the task, the extras, the device: before any compute
+    check_extras(cfg); check_device(cfg)                    # the extras and the device, before any compute
     K = cfg.n_adapters
     upd = {}                                                # every variant's config valid before compute
     for n in names:
@@ -321,46 +411,46 @@ def replay(
     names = [n for n in names if n in upd]                   # what "all" holds that this run cannot take is left out
     logged = logged_epoch(run_dir, epoch, K)
     threads = threads or logged["threads"] or torch.get_num_threads()
-    with _torch_threads(threads): return _replay(run_dir, epoch, cfg, names, upd, logged, threads, sandbox, progress, json_path, task)
+    job = ReplayJob(run_dir, epoch, cfg, resolved, names, upd, logged, threads, executor, progress, json_path)
+    with _torch_threads(threads): return _replay(job)
 
 # %% ../nbs/69_replay.ipynb #d974238c
-def _replay(run_dir: Path, epoch: int, cfg: TrainConfig, names: list, upd: dict, logged: dict, threads: int, sandbox,
-            progress: bool, json_path, task) -> dict:
+def _replay(job: ReplayJob) -> dict:
     "replay's work once every input is checked: regenerate and check the epoch, then each variant's update from one snapshot."
-    K, t0 = cfg.n_adapters, time.perf_counter()
-    state = replay_state(cfg, run_dir, epoch, progress, task)
-    own_sandbox = sandbox is None
-    if own_sandbox: sandbox = open_executor(cfg)             # as train() makes it: the run's executor, workers, budget and clock
+    cfg, epoch, K, t0 = job.cfg, job.epoch, job.cfg.n_adapters, time.perf_counter()
+    state = replay_state(cfg, job.run_dir, epoch, job.progress, job.task)
+    saved = saved_state(job.run_dir, epoch, state.ens, state.optimizers, state.gen)   # what the update gave, read and checked first
+    sandbox = job.executor if job.executor is not None else open_executor(cfg)   # your sandbox section, its budget and clock the run's
     try:
         state.sandbox = sandbox
         eg = epoch_groups(state)
     finally:
-        if own_sandbox: sandbox.close()
-    n_rollouts = check_reproduced(eg, logged, epoch)
+        if job.executor is None: sandbox.close()
+    n_rollouts = check_reproduced(eg, job.logged, epoch)
     ens, groups = state.ens, eg.groups
     snap = _snapshot(ens, state.optimizers)
     before = [member_kl_to_base(ens, k, groups)[0] for k in range(K)]
     rows, seconds = [], dict(regenerate=time.perf_counter() - t0)
-    for name in names:
+    for name in job.names:
         v, ts = VARIANTS[name], time.perf_counter()
-        optimizers = _restore(ens, snap, upd[name])
+        optimizers = _restore(ens, snap, job.upd[name])
         items = [GroupUpdate(g, sc, a["shaped"], variant_rows(a["keep"], a["shaped"], v.rows))
                  for g, sc, a in zip(eg.groups, eg.scores, eg.advs)]
-        with lora_dropout(ens, v.dropout): stats = update_epoch(ens, items, optimizers, upd[name])
-        if name == "as_trained" and [float(x) for x in stats["grad_norm"]] != logged["grad_norm"]:
-            raise ReplayError(f"the as-trained update of epoch {epoch} gives gradient norms {stats['grad_norm']}, the log "
-                              f"{logged['grad_norm']}; it ran with {threads} torch thread(s): if the run used another "
-                              "number, pass it (threads=, --threads)")
+        with lora_dropout(ens, v.dropout): stats = update_epoch(ens, items, optimizers, job.upd[name])
+        if name == "as_trained":
+            check_logged_update(stats, job.logged, epoch, job.threads)
+            check_saved_update(ens, optimizers, saved, epoch)
         for k in range(K):
             after, n_tok = member_kl_to_base(ens, k, groups)
             rows.append(dict(variant=name, member=k, kl_before=before[k], kl_after=after, grad_norm=stats["grad_norm"][k],
                              update_norm=_change_norm(ens, snap.adapters, k), pg_loss=stats["pg_loss"][k],
                              n_kept=stats["n_kept"], n_tokens=n_tok))
         seconds[name] = time.perf_counter() - ts
-    out = dict(run=str(run_dir), epoch=epoch, n_adapters=K, method=cfg.method, rollouts=n_rollouts,
-               logged_grad_norm=logged["grad_norm"], threads=threads, rows=rows, seconds=seconds,
-               notes={n: VARIANTS[n].note for n in names})
-    if json_path is not None: write_atomic(Path(json_path), json.dumps(out, indent=1))
+    used = asdict(cfg.sandbox) if job.executor is None else dict(executor=type(job.executor).__name__)
+    out = dict(run=str(job.run_dir), epoch=epoch, n_adapters=K, method=cfg.method, task=job.task.name, rollouts=n_rollouts,
+               logged_grad_norm=job.logged["grad_norm"], threads=job.threads, sandbox=used, rows=rows, seconds=seconds,
+               notes={n: VARIANTS[n].note for n in job.names})
+    if job.json_path is not None: write_atomic(Path(job.json_path), json.dumps(out, indent=1))
     return out
 
 # %% ../nbs/69_replay.ipynb #e73d4a30
@@ -369,11 +459,12 @@ def format_replay(
 ) -> str:           # a header line and a plain-text table
     "A plain-text table of a replay: per variant and member, KL to the base before and after, gradient norm, update size."
     head = (f"replay of {result['run']}, epoch {result['epoch']} ({result['method']}, K = {result['n_adapters']}): "
-            f"{result['rollouts']} rollouts regenerated as logged; as_trained reproduced the logged gradient norms exactly "
-            f"({result['threads']} torch thread(s)). KL: full-vocabulary KL(pi_k || pi_base) per token on member k's own rollouts")
+            f"{result['rollouts']} rollouts regenerated as logged; as_trained reproduced the logged gradient norms exactly, "
+            f"the logged pg_loss too, and the adapters and optimiser states of checkpoint epoch_{result['epoch']:04d} byte for "
+            f"byte ({result['threads']} torch thread(s)). KL: full-vocabulary KL(pi_k || pi_base) per token on member k's own rollouts")
     cols = ["variant", "member", "KL before", "KL after", "grad norm", "update norm"]
     num = lambda x: "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
     table = [cols] + [[r["variant"], str(r["member"]), num(r["kl_before"]), num(r["kl_after"]), num(r["grad_norm"]),
                        num(r["update_norm"])] for r in result["rows"]]
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-    return head + "\n" + "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in table)
+    return printable(head) + "\n" + "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in table)

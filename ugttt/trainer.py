@@ -75,7 +75,7 @@ def start_run(
     "Build the run's state (build_state), then create the run directory, or resume the run from its newest checkpoint."
     state = build_state(cfg, run_dir, progress, task)           # before the directory exists: a model that fails to load leaves nothing
     if not resume: create_run(run_dir, config_to_dict(cfg))
-    st = resume_run(run_dir, state.ens, state.optimizers, state.gen, cfg) if resume else None
+    st = resume_run(run_dir, state.ens, state.optimizers, state.gen, cfg, state.task) if resume else None
     if st is not None: state.start, state.counter, state.sampler, state.history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
     state.best = best_reward(iter_jsonl(state.run_dir / METRICS))   # streamed: one record in memory at a time
     return state
