@@ -193,3 +193,24 @@ def test_policy_dtypes_are_the_loaders():
     import ugttt.config as config
     import ugttt.policy as policy
     assert tuple(config.DTYPES) == tuple(policy._DTYPES)
+
+
+def _parameters(f: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    "A function's parameters as a caller passes them: self and cls left out, *args and **kwargs counted once each."
+    a = f.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs] + [x.arg for x in (a.vararg, a.kwarg) if x]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def test_no_function_takes_more_than_8_parameters():
+    "No function of the package but a constructor takes more than 8 parameters (house 2): what travels together is grouped."
+    wide = [(str(p.relative_to(PKG)), f.name, len(_parameters(f))) for p in MODULES for f in ast.walk(_tree(p))
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name not in ("__init__", "__new__")
+            and len(_parameters(f)) > 8]
+    assert not wide, wide
+
+
+def test_a_wide_function_is_found():
+    "The parameter count sees positional, keyword-only and starred parameters, and leaves self out."
+    f = ast.parse("class C:\n def m(self, a, b, /, c, *d, e, f=1, **g): pass").body[0].body[0]
+    assert _parameters(f) == ["a", "b", "c", "e", "f", "d", "g"]

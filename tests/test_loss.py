@@ -5,7 +5,7 @@ definition names, and train_subsample keeps positions 0, n, 2n, ... of each adap
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
-from ugttt.loss import (token_mean, kl_token_advantages, clipped_surrogate, adapter_pg_loss, adapter_loss_term, training_rows,
+from ugttt.loss import (token_mean, kl_token_advantages, clipped_surrogate, adapter_pg_loss, GroupPart, adapter_loss_term, training_rows,
                         subsample_rows)
 from ugttt.update import UpdateConfig
 
@@ -98,7 +98,7 @@ def test_tapered_matches_its_formula(group, eps, kl, seed):
     old = logp_of(logits, ids) - 0.3 * torch.rand(logits.shape[:2], generator=g, dtype=torch.float64)   # rho != 1
     cfg = UpdateConfig(shared_negatives="tapered", clip_eps=eps, kl_coef=kl)
     z1, z2 = logits.clone().requires_grad_(True), logits.clone().requires_grad_(True)
-    got = adapter_pg_loss(logp_of(z1, ids), adv, mask, old, base, gen, cfg, off_policy=off)
+    got = adapter_pg_loss(logp_of(z1, ids), adv, mask, old, base, gen, cfg, GroupPart(off_policy=off))
     m = mask.double()
     w = torch.where((off & (adv < 0))[:, None], torch.minimum(torch.exp(old - gen), torch.ones(())), torch.ones(()))
     A_t = adv[:, None] - kl * (old - base)
@@ -110,7 +110,7 @@ def test_tapered_matches_its_formula(group, eps, kl, seed):
     assert torch.allclose(z1.grad, z2.grad, rtol=1e-12, atol=1e-12)
     plain = adapter_pg_loss(logp_of(logits, ids), adv, mask, old, base, gen, UpdateConfig(clip_eps=eps, kl_coef=kl))
     same = ~(off & (adv < 0))                                                    # untapered rollouts: the paper's loss, bit for bit
-    assert torch.equal(adapter_pg_loss(logp_of(logits, ids), adv, mask, old, base, gen, cfg, off_policy=off)[same], plain[same])
+    assert torch.equal(adapter_pg_loss(logp_of(logits, ids), adv, mask, old, base, gen, cfg, GroupPart(off_policy=off))[same], plain[same])
 
 
 @FEW

@@ -16,7 +16,7 @@ _all_ = ["UPDATE_PRESETS", "UpdateConfig"]   # 21_config's, importable from here
 
 # %% auto #0
 __all__ = ['token_mean', 'kl_token_advantages', 'kl_centre', 'kl_to_base', 'clipped_surrogate', 'behaviour_weights',
-           'tapered_weights', 'adapter_pg_loss', 'kept_rollouts', 'training_rows', 'subsample_rows',
+           'tapered_weights', 'GroupPart', 'adapter_pg_loss', 'kept_rollouts', 'training_rows', 'subsample_rows',
            'adapter_loss_term', 'nnm_term', 'clip_scale', 'UPDATE_PRESETS', 'UpdateConfig']
 
 # %% ../nbs/18_loss.ipynb #a4f841ae
@@ -164,6 +164,13 @@ def tapered_weights(
     w = behaviour_weights(logp_own_old, logp_gen, m, cap=1.0)    # (G, T) min(pi_k,old / pi_gen, 1), 0 outside m
     return torch.where(t[:, None], w, m.to(w.dtype))             # untapered rows: 1 at their sampled tokens
 
+# %% ../nbs/18_loss.ipynb #99365801
+@dataclass(frozen=True)
+class GroupPart:
+    "What adapter k's rows read from their whole group: the group-centred KL's centre and which rows are another adapter's."
+    centre: Tensor | None = None        # () the whole group's d_bar (kl_centre); None: computed from these rows (group-centred KL)
+    off_policy: Tensor | None = None    # (G,) bool: the rollouts another adapter than k generated; read by shared_negatives="tapered"
+
 # %% ../nbs/18_loss.ipynb #a65b7d6a
 def adapter_pg_loss(
     logp: Tensor,                 # (G, T) log pi_theta_k of the realised tokens, with gradient (training forward of adapter k)
@@ -173,12 +180,12 @@ def adapter_pg_loss(
     logp_base: Tensor | None = None,     # (G, T) base-model log-probs (adapters disabled); needed when kl_coef > 0
     logp_gen: Tensor | None = None,      # (G, T) the generating adapter's sampling log-probs; needed by the reference forms and the behaviour weight
     cfg: UpdateConfig | None = None,     # kl_coef, clip_eps, ratio_to, kl_group_centred, behaviour_weight, behaviour_cap, shared_negatives; None: the paper's
-    centre: Tensor | None = None,        # () the whole group's d_bar (kl_centre) when these rows are part of a group (group-centred KL)
-    off_policy: Tensor | None = None,    # (G,) bool: the rollouts another adapter than k generated; read by shared_negatives="tapered"
+    part: GroupPart | None = None,       # what these rows read from their whole group (centre, off_policy); None: they are the whole group, no tapering
 ) -> Tensor:                      # (G,) per-rollout loss L_{i,k} (token mean of -surrogate); 0 for an empty rollout
     "Per-rollout loss of adapter k on one group: -token-mean of the clipped-IS surrogate with the KL-corrected advantage (paper Eq. 13)."
-    cfg = UpdateConfig() if cfg is None else cfg
+    cfg, part = UpdateConfig() if cfg is None else cfg, GroupPart() if part is None else part
     if not isinstance(cfg, UpdateConfig): raise TypeError(f"cfg must be an UpdateConfig, got {type(cfg).__name__}")
+    if not isinstance(part, GroupPart): raise TypeError(f"part must be a GroupPart, got {type(part).__name__}")
     logp_old = logp_own_old if cfg.ratio_to == "own" else logp_gen
     if logp_old is None:
         raise ValueError(f"ratio_to={cfg.ratio_to!r} needs {'logp_own_old' if cfg.ratio_to == 'own' else 'logp_gen'}")
@@ -189,15 +196,15 @@ def adapter_pg_loss(
     if truncated and (logp_own_old is None or logp_gen is None):
         raise ValueError("behaviour_weight='truncated' needs logp_own_old and logp_gen")
     tapered = cfg.shared_negatives == "tapered"
-    if tapered and (logp_own_old is None or logp_gen is None or off_policy is None):
-        raise ValueError("shared_negatives='tapered' needs logp_own_old, logp_gen and off_policy")
+    if tapered and (logp_own_old is None or logp_gen is None or part.off_policy is None):
+        raise ValueError("shared_negatives='tapered' needs logp_own_old, logp_gen and part.off_policy")
     adv = kl_token_advantages(advantages, mask, logp_kl, logp_base, kl_coef=cfg.kl_coef, group_centred=cfg.kl_group_centred,
-                              centre=centre)
+                              centre=part.centre)
     s = clipped_surrogate(logp, logp_old, adv, mask, clip_eps=cfg.clip_eps)   # (G, T)
     if truncated: s = s * behaviour_weights(logp_own_old, logp_gen, mask, cfg.behaviour_cap)
     if tapered:                               # another member's rollouts with A_i^shaped < 0 (TOPR)
         a = _advantages(advantages, _bool_mask(mask))
-        s = s * tapered_weights(logp_own_old, logp_gen, mask, torch.as_tensor(off_policy, device=a.device).to(torch.bool) & (a < 0))
+        s = s * tapered_weights(logp_own_old, logp_gen, mask, torch.as_tensor(part.off_policy, device=a.device).to(torch.bool) & (a < 0))
     return -token_mean(s, _bool_mask(mask, adv.shape))
 
 # %% ../nbs/18_loss.ipynb #cba55924

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
-from .loss import (UPDATE_PRESETS, UpdateConfig, adapter_loss_term, adapter_pg_loss, clip_scale, kept_rollouts, kl_centre,
+from .loss import (UPDATE_PRESETS, GroupPart, UpdateConfig, adapter_loss_term, adapter_pg_loss, clip_scale, kept_rollouts, kl_centre,
                         nnm_term, subsample_rows, training_rows)
 from .regularizer import nnm_loss
 from .policy import LoRAEnsemble, a_stacks, adapter_grad_norm, adapter_grads, member_A, trainable_groups
@@ -75,14 +75,13 @@ def policy_backward(
         m, own, gen, base = take("mask"), take("own"), take("gen"), take("base")
         adv = torch.stack([data[j]["adv"][i] for j, i in batch])                          # (b,)
         off = torch.stack([data[j]["generators"][i] for j, i in batch]) != k if cfg.shared_negatives == "tapered" else None   # (b,)
-        per = adapter_pg_loss(lp, adv, m, own, base, gen, cfg, centre=data[batch[0][0]]["centre"], off_policy=off)   # (b,) L_ik; one group per batch
+        per = adapter_pg_loss(lp, adv, m, own, base, gen, cfg, GroupPart(data[batch[0][0]]["centre"], off))   # (b,) L_ik; one group per batch
         old = own if cfg.ratio_to == "own" else gen
         term = adapter_loss_term(per, torch.ones_like(per, dtype=torch.bool), n_train[k], K)
         return term, float((lp.detach() - old)[m].exp().sub(1).abs().max()) if m.any() else 0.0
     for k, batch in ens.train_schedule(rows, lambda r: _batches(r, data, ens.cfg.train_batch)):   # Alg. 1 Stage 5
-        ids, am, prompt = _take(batch, data, "ids"), _take(batch, data, "am"), groups[batch[0][0]].rollouts.prompt_len
         with ens.training(k):                     # through the backward: gradient checkpointing recomputes the forward
-            terms = [(j, *term_of(j, x, b)) for j, x, b in _forward_parts(ens, k, batch, data, train, ids, am, prompt, cfg)]
+            terms = [(j, *term_of(j, x, b)) for j, x, b in _forward_parts(ens, k, batch, data, train, cfg)]
             torch.stack([t for _, t, _ in terms]).sum().backward()          # the adapters' losses are independent; frees the graph
         for j, t, d in terms: losses[j] += float(t.detach()); dev_max = max(dev_max, d)
     return dict(loss=losses, max_ratio_dev=dev_max)
@@ -94,12 +93,11 @@ def _forward_parts(
     batch: list,                         # (b,) rows (group j, rollout i)
     data: dict,                          # the groups' tensors (_group_tensors)
     train: list[Tensor],                 # per group, (K, G) bool: rollout i enters adapter k's loss (epoch_rows)
-    ids: Tensor,                         # (b, L) the batch's ids
-    am: Tensor,                          # (b, L) its attention mask
-    prompt: int,                         # the group's prompt length, shared by every row
     cfg: UpdateConfig,                   # train_on
 ) -> list[tuple]:                        # (adapter, log-probs (b_k, L), its rows) per adapter the forward trains
     "The training forward of one scheduled batch, cut into each adapter's log-probs and rows."
+    ids, am = _take(batch, data, "ids"), _take(batch, data, "am")                               # (b, L) each
+    prompt = data[batch[0][0]]["prompt"]                                                        # one group per batch: one prompt length
     if k is not None: return [(k, adapter_logprobs(ens, k, ids, am, prefix_len=prompt), batch)]   # (b, L), grad into k
     if cfg.train_on == "all":             # every row through every adapter: K blocks of the batch
         lp = ensemble_logprobs(ens, ids, am, prefix_len=prompt)                                 # (K, b, L)
@@ -128,7 +126,7 @@ def _group_tensors(g: GroupUpdate, dev, cfg: UpdateConfig) -> dict:
     r, s = g.rollouts, g.scores
     t = dict(ids=r.input_ids.to(dev), am=r.attention_mask.to(dev), mask=r.completion_mask.to(dev), gen=r.gen_logprobs.to(dev),
              own=s.token_logprobs.to(dev), base=None if s.base_logprobs is None else s.base_logprobs.to(dev),
-             adv=g.advantages.to(dev), generators=r.adapters, length=r.attention_mask.sum(-1).tolist())
+             adv=g.advantages.to(dev), generators=r.adapters, length=r.attention_mask.sum(-1).tolist(), prompt=r.prompt_len)
     t["centre"] = kl_centre(t["gen"], t["base"], t["mask"]) if cfg.kl_group_centred and cfg.kl_coef > 0 else None
     return t
 

@@ -11,7 +11,7 @@ SUBMODULES = {   # submodule -> its public names (its __all__), in reading order
     'confine': ('MODES', 'CONFINING', 'IsolationUnavailable', 'UnconfinedWarning', 'python_dirs', 'isolation_command', 'probe',
                 'detect_isolation', 'isolation_report'),
     'results': ('MAX_RESULT_VALUES', 'MAX_RESULT_DEPTH', 'MAX_RESULT_STRING_BYTES', 'RunResult', 'decode_result',
-                'truncate_output', 'describe_outcome'),
+                'truncate_output', 'ProgramLimits', 'describe_outcome'),
     'cgroups': ('CONTROLLERS', 'UID_BASE', 'cgroup_bases', 'WorkerCgroups', 'take_uid', 'give_uid'),
     'worker': ('THREAD_VARS', 'BOOT', 'sandbox_command', 'zygote_source', 'WorkerLost', 'Worker'),
     'pool': ('DEFAULT_PRELOAD', 'remove_tree', 'Sandbox', 'default_sandbox'),

@@ -5,14 +5,14 @@
 # %% ../../nbs/54_sandbox_results.ipynb #820f2902
 from __future__ import annotations
 import json, signal, time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 import numpy as np
 from .budget import WALL_BACKSTOP, budget_limits
 
 # %% auto #0
 __all__ = ['MAX_RESULT_VALUES', 'MAX_RESULT_DEPTH', 'MAX_RESULT_STRING_BYTES', 'RunResult', 'decode_result', 'truncate_output',
-           'describe_outcome']
+           'ProgramLimits', 'describe_outcome']
 
 # %% ../../nbs/54_sandbox_results.ipynb #6515c490
 @dataclass
@@ -92,20 +92,28 @@ def truncate_output(
     text = text[-max_chars:] if max_chars > 0 else ''
     return f'[... output truncated: {total} bytes in all, the last {len(text)} characters follow ...]\n' + text
 
+# %% ../../nbs/54_sandbox_results.ipynb #53896d09
+@dataclass(frozen=True)
+class ProgramLimits:
+    "The limits one program ran under, as its outcome quotes them."
+    budget_s: float         # its time budget in seconds (SandboxConfig.timeout_s, or the task's)
+    memory_mb: int          # its memory limit in MB (quoted in an out-of-memory error)
+    max_result_bytes: int   # the result size cap in bytes (quoted when exceeded)
+    clock: str = 'cpu'      # the budget's clock: 'cpu' or 'wall' (budget_limits)
+    cpus: int = 1           # CPUs the program had (its CPU budget is budget_s on each)
+
 # %% ../../nbs/54_sandbox_results.ipynb #d21f3a09
 def describe_outcome(
     report: dict | None,   # the zygote's report, None when the worker was lost
     data: bytes | None,    # result bytes received; None: more than max_result_bytes arrived (and were dropped)
-    budget_s: float,       # the budget the program had (quoted in a timeout)
-    memory_mb: int,        # its memory limit (quoted in an out-of-memory error)
-    max_result_bytes: int, # the result size cap (quoted when exceeded)
+    limits: ProgramLimits, # the limits the program ran under (quoted in the errors)
     oom_killed: bool = False,  # the memory cgroup counted an OOM kill during the run
     lost: str | None = None,   # why the worker was lost ('timeout' or a description)
     elapsed_s: float = 0.0,    # the program's time on the caller's own clock, from dispatch to its end
-    clock: str = 'cpu',        # the budget's clock (budget_limits)
-    cpus: int = 1,             # CPUs the program had (its CPU budget is budget_s on each)
 ) -> tuple[bool, Any, str | None, bool]:
     "Turn a child's end (zygote report + result bytes + the caller's clock) into (ok, value, error, timed_out)."
+    budget_s, memory_mb, max_result_bytes, clock, cpus = (limits.budget_s, limits.memory_mb, limits.max_result_bytes,
+                                                          limits.clock, limits.cpus)
     lim = budget_limits(budget_s, clock, cpus)
     wall = clock == 'wall'
     over = (f'timeout: exceeded {budget_s:g} s budget' if wall else

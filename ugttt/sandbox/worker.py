@@ -11,7 +11,7 @@ from .procs import TICK_S
 from .confine import CONFINING, isolation_command, python_dirs
 from .cgroups import WorkerCgroups, give_uid, take_uid
 from .budget import budget_limits
-from .results import RunResult, describe_outcome, truncate_output
+from .results import ProgramLimits, RunResult, describe_outcome, truncate_output
 from ..checks import patch_to
 
 # %% auto #0
@@ -176,8 +176,8 @@ def execute(self,
     if report is None or lost: self.kill()
     data, t_read, c_read = None if too_large else bytes(res), time.monotonic(), time.thread_time()   # None: over the cap, dropped
     res.clear()                                            # one copy of the reply while it is parsed, not two
-    ok, value, error, timed_out = describe_outcome(report, data, budget_s, sb.memory_mb, sb.max_result_bytes, oom, lost,
-                                                   elapsed, sb.budget_clock, sb.cpus)
+    limits = ProgramLimits(budget_s, sb.memory_mb, sb.max_result_bytes, sb.budget_clock, sb.cpus)
+    ok, value, error, timed_out = describe_outcome(report, data, limits, oom, lost, elapsed)
     elapsed += time.monotonic() - t_read                   # reading the result is part of the program's time
     cpu = (report or {}).get('cpu', 0.0) + time.thread_time() - c_read
     if report is not None and lost and not timed_out:   # something of the program outlived the cleanup: never trust that run
