@@ -14,10 +14,10 @@ from .config_files import load_config
 from .tasks import TASK_NAMES
 
 # %% auto #0
-__all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'config_flags', 'parse_value', 'type_name', 'field_comments',
-           'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'report_rows', 'format_report',
-           'report_arms', 'compare_rows', 'format_comparison', 'format_legend', 'check_plot_path', 'plot_report',
-           'check_resume_task', 'main']
+__all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'DEFAULT_THREADS', 'config_flags', 'parse_value', 'type_name',
+           'field_comments', 'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'report_rows',
+           'format_report', 'report_arms', 'compare_rows', 'format_comparison', 'format_legend', 'check_plot_path',
+           'plot_report', 'check_resume_task', 'train_threads', 'main']
 
 # %% ../nbs/66_cli.ipynb #01032a0d
 _RUN_FLAGS_SKIP = ("task", "method")   # their own flags, with choices and a default
@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", type=Path, required=True, help="the run directory (must not exist, unless --resume)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its last complete epoch")
     t.add_argument("--quiet", action="store_true", help="no progress bars or epoch lines")
+    t.add_argument("--threads", type=int, help="torch CPU threads (default: 1, the least CPU per group on a shared machine; "
+                   "with --resume, the run's own)")
     _add_config_args(t)
     pl = sub.add_parser("plan", help="what a run needs: parameters, GPU memory, tokens; no weights loaded",
                         description="Build the run's model on the meta device and print its parameters, GPU memory by "
@@ -396,6 +398,28 @@ def check_resume_task(
                      f"name it; a resume imports only a built-in task or the one named on the command line: add --task "
                      f"{quote(task, 80)} if you trust that module")
 
+# %% ../nbs/66_cli.ipynb #abeaf288
+DEFAULT_THREADS = 1   # torch threads of `ugttt train` (bench/quickstart_threads.py: one thread costs the least CPU per group in every load)
+
+def train_threads(
+    threads: int | None,  # --threads; None: the default
+    out: Path,            # the run directory
+    resume: bool,         # --resume
+) -> int:                 # the torch threads the run trains with
+    "torch threads of `ugttt train`: --threads, else a resumed run's own (its last epoch's torch/threads), else DEFAULT_THREADS."
+    cores = os.cpu_count() or 1
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cores:
+            raise ValueError(f"--threads must be an int in [1, {cores}] (this machine's CPUs), got {quote(threads)}")
+        return threads
+    if resume:
+        from ugttt.rundir import METRICS, RunDirError, iter_jsonl
+        try: logged = [r.get("torch/threads") for r in iter_jsonl(Path(out) / METRICS) if "progress/epoch" in r]
+        except (OSError, RunDirError): logged = []        # an unreadable log: preflight has said what is wrong with it
+        if logged and isinstance(logged[-1], int) and not isinstance(logged[-1], bool) and 1 <= logged[-1] <= cores:
+            return logged[-1]
+    return DEFAULT_THREADS
+
 # %% ../nbs/66_cli.ipynb #c1d1c0d4
 def main(argv: list[str] | None = None) -> int:
     "The `ugttt` console script: bad flags, values, configs and run directories are one line and exit code 2."
@@ -416,10 +440,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.resume: check_resume_task(cfg.task, args.task)   # before anything is imported: a run is data
         from ugttt.trainer import preflight, train
         task = preflight(cfg, args.out, args.resume)             # once: train is handed the task
+        threads = train_threads(args.threads, args.out, args.resume)
     except (ValueError, TypeError, ImportError, OSError) as e:   # input problems and missing extras, before any compute
         return _fail(e)
     from ugttt.sandbox.confine import IsolationUnavailable
     from ugttt.rundir import RunDirError
+    import torch
+    torch.set_num_threads(threads)                  # logged in every epoch record (torch/threads)
+    if not args.quiet: print(f"torch threads: {threads}" + (" (the run's own)" if args.resume and args.threads is None else ""))
     try: train(cfg, args.out, resume=args.resume, progress=not args.quiet, task=task)
     except RunDirError as e: return _fail(e)        # a damaged checkpoint found while resuming: nothing was written
     except IsolationUnavailable as e: return _fail(e)   # no mode confines the programs here: refused before the run directory
