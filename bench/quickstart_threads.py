@@ -21,6 +21,8 @@ import argparse, json, os, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from report import record
 GROUPS = 4           # Table 1's groups_per_epoch (reproduce/table1.ipynb)
 RATIO_TARGET = 1.2   # the default's CPU per group may cost at most this times the best setting's, in every load
 
@@ -79,6 +81,11 @@ def main():
         worst = max(r["cpu_per_group"] / best[r["busy"]] for r in rows if r["threads"] == t)
         print(f"{t} thread(s): at most {worst:.2f}x the best CPU per group in any load "
               f"({'within' if worst <= RATIO_TARGET else 'over'} the {RATIO_TARGET}x target)")
+    for r in rows:
+        one = next((x for x in rows if x["busy"] == r["busy"] and x["threads"] == 1), None)
+        if r["threads"] != 1 and one:
+            record("quickstart_threads.py", f"quick start CPU per group, {r['threads']} threads, {r['busy']} busy loops beside it",
+                   r["cpu_per_group"], "s", "1 thread, same load", one["cpu_per_group"])
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(json.dumps(dict(rows=rows)))
 

@@ -25,6 +25,7 @@ SCRIPTS = [
     ("policy_generation.py", []),
     ("update_memory.py", ["--quick"]),
     ("trainer_epoch.py", ["--quick"]),
+    ("quickstart_threads.py", ["--quick"]),
     ("reproduce_parallel.py", ["--epochs", "2"]),
     ("gpu_smoke.py", ["--quick"]),
     ("ensemble_batched.py", ["--quick"]),
