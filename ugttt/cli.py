@@ -79,7 +79,7 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(f"ugttt: error: {message}\n"); sys.exit(2)
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `ugttt` parser: `train` and `plan` with a flag per config field, `report`, `replay` and `doctor`."
+    "The `ugttt` parser: `train` and `plan` with a flag per config field, `report`, `replay`, `doctor` and `best`."
     p = _Parser(prog="ugttt", description="UG-TTT: uncertainty-guided test-time training (train a run, plan one, report runs, "
                 "check the sandbox).")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -123,6 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="how this machine confines generated programs", description="Probe every isolation mode of "
                    "the sandbox (bwrap, mountns, netns, limits), say what each confines and which one isolation='auto' picks. "
                    "Exit status 1 when auto would refuse to run programs here (no mode that confines files works).")
+    b = sub.add_parser("best", help="re-verify a run's best programs in the sandbox and draw their constructions",
+                       description="Read the best programs a run kept (best.jsonl), run each again in the sandbox against "
+                       "its parent's construction with today's verifier, print logged and recomputed scores, and write each "
+                       "program, construction and drawing under --out. Exit status 1 when a score is not reproduced.")
+    b.add_argument("run", type=Path, help="the run directory (read as data: a task of your own is imported only with --task)")
+    b.add_argument("--top", type=int, default=3, help="distinct programs to re-verify, best first (default 3, at most 5)")
+    b.add_argument("--out", type=Path, help="the folder to write (must not exist; default ./RUN-best)")
+    b.add_argument("--task", help="your own task (package.module:attr), when the run names it; built-in tasks need none")
     return p
 
 # %% ../nbs/66_cli.ipynb #6d50cda7
@@ -430,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "report": return _report(args.runs, args.plot)
         if args.command == "replay": return _replay(args)
+        if args.command == "best":
+            from ugttt.best import best_command
+            return best_command(args.run, args.top, args.out, args.task)
         cfg = config_from_args(args)
         if args.command == "plan":
             from ugttt.plan import plan, format_plan

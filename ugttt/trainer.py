@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json, math, os, time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from .config import TrainConfig, config_to_dict
@@ -22,6 +22,7 @@ from .streaming import StreamingHistory, history_value
 from .tasks import Task, get_task
 from .tracking import check_report_to, open_tracker, run_name
 from .update import GroupUpdate, group_advantages, make_optimizers, max_principal_cosine, update_epoch
+from .best import note_epoch, restore_best
 _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 63_checkpoint's, importable from here as before
 
 # %% auto #0
@@ -46,6 +47,7 @@ class RunState:
     best: float = -math.inf      # the best R_exec so far
     progress: bool = False       # tqdm bars
     start: int = 0               # the first epoch to run: 0, or the epoch after a resumed checkpoint's
+    hall: list = field(default_factory=list)   # the best KEEP distinct programs so far, best first (70_best: best.jsonl, best/)
 
 # %% ../nbs/25_trainer.ipynb #3c5e1b7a
 def build_state(
@@ -78,6 +80,7 @@ def start_run(
     st = resume_run(run_dir, state.ens, state.optimizers, state.gen, cfg, state.task) if resume else None
     if st is not None: state.start, state.counter, state.sampler, state.history = st["epoch"] + 1, st["counter"], st["sampler"], st["history"]
     state.best = best_reward(iter_jsonl(state.run_dir / METRICS))   # streamed: one record in memory at a time
+    if resume: state.hall = restore_best(run_dir, state.start - 1)   # best.jsonl and best/ as at the checkpoint
     return state
 
 # %% ../nbs/25_trainer.ipynb #84434aa4
@@ -174,7 +177,7 @@ def run_epoch(
     write_atomic(snapshot_path(s.run_dir, epoch), json.dumps(s.sampler.flush(epoch)))
     threshold = s.history.threshold(cfg.streaming.percentile) if cfg.streaming_on else None
     s.history.end_epoch()
-    # 8. the epoch's logs
+    # 8. the epoch's logs, and the run's best programs (70_best: best.jsonl, best/)
     log = EpochLog(cfg, epoch, start, s.task)
     for text, g, ev, sc, a in zip(eg.texts, eg.groups, eg.evals, eg.scores, eg.advs): log.add_group(text, g, ev, sc, a)
     s.best = log.best(s.best)
@@ -184,6 +187,7 @@ def run_epoch(
     rec["torch/threads"] = torch.get_num_threads()   # a backward's float sums depend on it: 69_replay reproduces the update with as many
     append_jsonl(s.run_dir / TRAJECTORIES, log.trajectories)
     append_jsonl(s.run_dir / METRICS, log.metric_lines(rec))
+    s.hall = note_epoch(s.run_dir, s.hall, s.task, epoch, eg.parents, eg.evals, [g.adapters.tolist() for g in eg.groups])
     return rec
 
 # %% ../nbs/25_trainer.ipynb #5b02125d

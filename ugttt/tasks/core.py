@@ -103,6 +103,7 @@ class Task:
     admission_lengths: tuple | None = field(default=None, repr=False)   # (min, max) entries admitted to the PUCT buffer; None: any
     winning_motifs: tuple = field(default=(), repr=False)          # names of the rules that make up the paper's winning motif (App. G)
     corpus: CorpusSpec | None = field(default=None, repr=False, compare=False)   # the embedded model's corpus programs; None: none
+    draw: Callable | None = field(default=None, repr=False, compare=False)   # draw(construction, fig): a construction drawn by `ugttt best`; None: the built-ins' own, else no figure
 
     def score(self,
               result,                           # what the program returned (plain data)
@@ -291,6 +292,7 @@ def check_task(
     if not is_int(task.digits, 0, 17): raise bad("digits", "must be an int in 0..17")
     if not callable(task.scorer): raise bad("scorer", "must be callable as scorer(result, strict) -> Score")
     if task.root is not None and not callable(task.root): raise bad("root", "must be None or callable as root(rng)")
+    if task.draw is not None and not callable(task.draw): raise bad("draw", "must be None or callable as draw(construction, fig)")
     if not (isinstance(task.helpers, tuple) and all(inspect.isfunction(h) for h in task.helpers)):
         raise bad("helpers", "must be a tuple of functions")
     if not (isinstance(task.aliases, tuple) and all(isinstance(a, str) for a in task.aliases)): raise bad("aliases", "must be a tuple of str")
