@@ -18,10 +18,10 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    "A 3-epoch tiny CP26 run (4 groups of 8) that writes correct programs: its directory."
+    "A 2-epoch tiny CP26 run (2 groups of 8) that writes correct programs: its directory."
     d = tmp_path_factory.mktemp("best") / "run"
     with Sandbox(workers=2, budget_s=5.0) as sb:
-        train(make_config("cp26", "ugttt", "tiny", epochs=3, groups_per_epoch=4), d, progress=False, sandbox=sb)
+        train(make_config("cp26", "ugttt", "tiny", epochs=2, groups_per_epoch=2), d, progress=False, sandbox=sb)
     return d
 
 
