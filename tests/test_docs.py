@@ -42,6 +42,18 @@ def test_links_into_the_site_stay_and_others_go_to_the_repository():
         f"[g](../nbs/10_uncertainty.ipynb) [h]({git}/Makefile)"
 
 
+def test_notebooks_cited_by_name_become_links_to_their_pages():
+    "A notebook cited as code (`10_uncertainty`) links to its page from any folder; fenced code, links and unknown names stay."
+    site = {"nbs/10_uncertainty.ipynb", "nbs/tutorials/01_one_group.ipynb"}
+    text = ("see `10_uncertainty` and `tutorials/01_one_group`, not `99_nowhere` nor `x_10`; "
+            "[`10_uncertainty`](x.ipynb)\n```\n`10_uncertainty`\n```\n")
+    assert B.link_citations(text, "nbs", site) == (
+        "see [`10_uncertainty`](10_uncertainty.ipynb) and [`tutorials/01_one_group`](tutorials/01_one_group.ipynb), "
+        "not `99_nowhere` nor `x_10`; [`10_uncertainty`](x.ipynb)\n```\n`10_uncertainty`\n```\n")
+    assert B.link_citations("`10_uncertainty`", "docs", site) == "[`10_uncertainty`](../nbs/10_uncertainty.ipynb)"
+    assert B.link_citations("`10_uncertainty`", "nbs/tutorials", site) == "[`10_uncertainty`](../10_uncertainty.ipynb)"
+
+
 def test_a_slow_cell_shows_its_cached_output_or_says_it_was_not_run(tmp_path, monkeypatch):
     import nbformat
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T\n\n> t"),

@@ -136,7 +136,7 @@ def page_from_notebook(name: str, executed: Path | None, cache: dict, run_slow: 
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     for c in nb.cells:
         if c.cell_type == "markdown":
-            c.source = rewrite_links(c.source, where, site); cells.append(c); continue
+            c.source = link_citations(rewrite_links(c.source, where, site), where, site); cells.append(c); continue
         d = directives(c.source)
         flagged = [f for f in SKIP_FLAGS if f in d]
         key = cell_key(name, c.source)
@@ -198,6 +198,17 @@ def rewrite_links(text: str, where: str, site: set) -> str:
     return LINK.sub(fix, text)
 
 
+CITATION = re.compile(r"(?<!\[)`((?:tutorials/)?\d\d_[A-Za-z0-9_]+)`(?!\]\()")
+
+def link_citations(text: str, where: str, site: set) -> str:
+    "Notebooks cited by name as code (`14_policy`) become links to their pages, outside fenced code and existing links."
+    def link(m):
+        page = f"nbs/{m.group(1)}.ipynb"
+        return f"[`{m.group(1)}`]({os.path.relpath(page, where or '.')})" if page in site else m.group(0)
+    parts = re.split(r"(^```.*?^```)", text, flags=re.M | re.S)               # odd parts: fenced code, left alone
+    return "".join(part if i % 2 else CITATION.sub(link, part) for i, part in enumerate(parts))
+
+
 def reading_order() -> list[str]:
     "Every notebook's name (its path under nbs/ without .ipynb) in reading order: the index, the tutorials, then by number."
     nbs = ROOT / "nbs"
@@ -239,7 +250,7 @@ def write_sources(names: list[str], status: dict, run_slow: bool, log) -> None:
         CACHE.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
     for rel in docs + results:
         (SRC / rel).parent.mkdir(parents=True, exist_ok=True)
-        text = rewrite_links((ROOT / rel).read_text(), os.path.dirname(rel), site)
+        text = link_citations(rewrite_links((ROOT / rel).read_text(), os.path.dirname(rel), site), os.path.dirname(rel), site)
         if not text.startswith("# "):   # a results table has none: its name, "Table 1", "Table 4 firing", "Mechanism pilot"
             title = re.sub(r"table(\d)", r"Table \1", Path(rel).stem).replace("_", " ")
             text = f"# {title[0].upper() + title[1:]}\n\n{text}"
