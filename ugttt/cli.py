@@ -14,10 +14,10 @@ from .config_files import load_config
 from .tasks import TASK_NAMES
 
 # %% auto #0
-__all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'DEFAULT_THREADS', 'config_flags', 'parse_value', 'type_name',
-           'field_comments', 'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'report_rows',
-           'format_report', 'report_arms', 'compare_rows', 'format_comparison', 'format_legend', 'check_plot_path',
-           'plot_report', 'check_resume_task', 'train_threads', 'main']
+__all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'config_flags', 'parse_value', 'type_name', 'field_comments',
+           'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'report_rows', 'format_report',
+           'report_arms', 'compare_rows', 'format_comparison', 'format_legend', 'check_plot_path', 'plot_report',
+           'report_figure', 'check_resume_task', 'main']
 
 # %% ../nbs/66_cli.ipynb #01032a0d
 _RUN_FLAGS_SKIP = ("task", "method")   # their own flags, with choices and a default
@@ -181,7 +181,7 @@ def config_from_args(args) -> TrainConfig:
 
 # %% ../nbs/66_cli.ipynb #a90fa8ae
 def report_rows(runs) -> list[dict]:
-    "Per run directory: task, method, seed, epochs, R_max, final-epoch family entropy, mean token MI, correct rate, its logs' check, and R_max and entropy per epoch."
+    "Per run directory: task, method, seed, epochs, R_max, final-epoch family entropy, mean token MI, correct rate, its logs' check, and R_max, entropy and correct rate per epoch."
     from ugttt.analysis import epoch_records, read_run_config   # regular files only: a FIFO or /dev/zero is refused, not read
     from ugttt.rundir import CONFIG, LogsEditedError, RunDirError, check_log_digest
     rows = []
@@ -191,17 +191,18 @@ def report_rows(runs) -> list[dict]:
             raise RunDirError(f"{path / CONFIG} is not a run's config (no task and method)")
         try: logs, problem = ("ok" if check_log_digest(path) else "unchecked"), None
         except LogsEditedError as e: logs, problem = "EDITED", str(e)
-        n, last, mi_sum, mi_n, r_curve, h_curve = 0, {}, 0.0, 0, [], []
+        n, last, mi_sum, mi_n, r_curve, h_curve, c_curve = 0, {}, 0.0, 0, [], [], []
         for rec in epoch_records(path):   # streamed: the last record, a running sum and two numbers per epoch are kept
             mi = _number(rec.get("mi/token_mean"))
             n, last, mi_sum, mi_n = n + 1, rec, mi_sum + (mi or 0.0), mi_n + (mi is not None)
             r_curve.append(_number(rec.get("train/reward/exec/best"))); h_curve.append(_number(rec.get("families/entropy_bits")))
+            c_curve.append(_number(rec.get("train/correctness/rate")))
         seed = cfg.get("seed")
         rows.append(dict(run=str(path), task=cfg["task"], method=cfg["method"],
                          seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None, epochs=n,
                          R_max=_number(last.get("train/reward/exec/best")), H_bits=_number(last.get("families/entropy_bits")),
                          mean_MI=mi_sum / mi_n if mi_n else None, correct=_number(last.get("train/correctness/rate")),
-                         logs=logs, problem=problem, R_max_by_epoch=r_curve, H_bits_by_epoch=h_curve))
+                         logs=logs, problem=problem, R_max_by_epoch=r_curve, H_bits_by_epoch=h_curve, correct_by_epoch=c_curve))
     return rows
 
 def _number(v) -> float | None:
@@ -368,27 +369,49 @@ def plot_report(
     rows: list[dict],   # report_rows: their per-epoch R_max and entropy
     path,               # a .png or .pdf file (check_plot_path)
 ) -> Path:
-    "R_max (best so far) and family entropy per epoch, a line per run in its method's colour; written to path, never through a link."
-    from matplotlib.figure import Figure   # no pyplot: no global figure state, no GUI backend
+    "R_max (best so far), family entropy and correct rate per epoch, a line per run in its method's colour; written to path, never through a link."
     from ugttt.rundir import write_atomic
-    from ugttt.reproduce import COLORS
     path = check_plot_path(path, [r["run"] for r in rows])
-    fig = Figure(figsize=(10, 3.8), layout="constrained")
-    axes = fig.subplots(1, 2)
+    fig = report_figure(rows)
+    write_atomic(path, lambda f: fig.savefig(f, format=path.suffix[1:].lower(), dpi=150))   # an exclusive temporary, renamed
+    return path
+
+def report_figure(
+    rows: list[dict],   # report_rows
+):                      # a matplotlib Figure (no pyplot: no global figure state, no GUI backend)
+    "The report's figure: R_max with the task's best-known value, family entropy and correct rate per epoch; '1 seed' said when so."
+    from matplotlib.figure import Figure
+    from ugttt.reproduce import COLORS
+    fig = Figure(figsize=(14, 3.8), layout="constrained")
+    axes = fig.subplots(1, 3)
     palette = iter(["#1b9e77", "#d95f02", "#e7298a", "#66a61e", "#e6ab02", "#1f78b4"])   # methods without a colour of their own
     colors = {}
     for r in rows: colors.setdefault(r["method"], COLORS.get(r["method"]) or next(palette, "#333333"))
     for i, (r, label) in enumerate(zip(rows, _plot_labels(rows))):
-        for ax, col in zip(axes, ("R_max_by_epoch", "H_bits_by_epoch")):
+        for ax, col in zip(axes, ("R_max_by_epoch", "H_bits_by_epoch", "correct_by_epoch")):
             y = [math.nan if v is None else v for v in r[col]]   # a damaged value is a gap, not a crash
             ax.plot(range(len(y)), y, color=colors[r["method"]], marker="osD^vP*X"[i % 8], ms=4, lw=1.5, label=label)
-    for ax, title, unit in zip(axes, ("R_max: best reward so far", "family entropy of the epoch's correct rollouts"),
-                               ("reward (task units, higher is better)", "bits")):
+    for ax, title, unit in zip(axes, ("R_max: best reward so far", "family entropy of the epoch's correct rollouts",
+                                      "correct rate of the epoch"), ("reward (task units, higher is better)", "bits", "share of rollouts")):
         ax.set(title=title, xlabel="epoch", ylabel=unit); ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    axes[1].legend(fontsize=8, loc="best")
-    write_atomic(path, lambda f: fig.savefig(f, format=path.suffix[1:].lower(), dpi=150))   # an exclusive temporary, renamed
-    return path
+    _best_known_line(axes[0], rows)
+    axes[0].legend(fontsize=7, loc="best"); axes[1].legend(fontsize=8, loc="best")
+    seeds = {}
+    for r in rows: seeds.setdefault((r["task"], r["method"]), set()).add(r["seed"])
+    if all(len(s) == 1 for s in seeds.values()):
+        fig.suptitle("1 seed per method: one draw of the sampling, not a comparison (train more seeds and report them together)", fontsize=9)
+    return fig
+
+# %% ../nbs/66_cli.ipynb #f213485a
+def _best_known_line(ax, rows: list[dict]) -> None:
+    "The best-known reward of the runs' task as a dashed line, when they share one built-in task (its bound as the task's reward)."
+    tasks = {r["task"] for r in rows}
+    if len(tasks) != 1 or (name := tasks.pop()) not in TASK_NAMES: return   # rewards of different tasks share no axis; a run's own task is not imported
+    from ugttt.tasks import get_task
+    t = get_task(name)
+    reward = t.best_known if t.direction == "max" else 1 / t.best_known
+    ax.axhline(reward, color="0.4", ls="--", lw=1, label=f"best known ({t.bound_name} {t.best_known:g})")
 
 def _plot_labels(rows: list[dict]) -> list[str]:
     "A legend label per run: task, method and seed, or its directory where those do not tell runs apart."
@@ -405,28 +428,6 @@ def check_resume_task(
     raise ValueError(f"--resume: the config names the task {quote(task, 80)}, which is not a built-in task, and --task does not "
                      f"name it; a resume imports only a built-in task or the one named on the command line: add --task "
                      f"{quote(task, 80)} if you trust that module")
-
-# %% ../nbs/66_cli.ipynb #abeaf288
-DEFAULT_THREADS = 1   # torch threads of `ugttt train` (bench/quickstart_threads.py: one thread costs the least CPU per group in every load)
-
-def train_threads(
-    threads: int | None,  # --threads; None: the default
-    out: Path,            # the run directory
-    resume: bool,         # --resume
-) -> int:                 # the torch threads the run trains with
-    "torch threads of `ugttt train`: --threads, else a resumed run's own (its last epoch's torch/threads), else DEFAULT_THREADS."
-    cores = os.cpu_count() or 1
-    if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cores:
-            raise ValueError(f"--threads must be an int in [1, {cores}] (this machine's CPUs), got {quote(threads)}")
-        return threads
-    if resume:
-        from ugttt.rundir import METRICS, RunDirError, iter_jsonl
-        try: logged = [r.get("torch/threads") for r in iter_jsonl(Path(out) / METRICS) if "progress/epoch" in r]
-        except (OSError, RunDirError): logged = []        # an unreadable log: preflight has said what is wrong with it
-        if logged and isinstance(logged[-1], int) and not isinstance(logged[-1], bool) and 1 <= logged[-1] <= cores:
-            return logged[-1]
-    return DEFAULT_THREADS
 
 # %% ../nbs/66_cli.ipynb #c1d1c0d4
 def main(argv: list[str] | None = None) -> int:
@@ -449,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
             get_task(cfg.task)                                   # a plan of a task that does not exist is an error too
             print(format_plan(plan(cfg, args.gpu_gib))); return 0
         if args.resume: check_resume_task(cfg.task, args.task)   # before anything is imported: a run is data
-        from ugttt.trainer import preflight, train
+        from ugttt.trainer import preflight, train, train_threads
         task = preflight(cfg, args.out, args.resume)             # once: train is handed the task
         threads = train_threads(args.threads, args.out, args.resume)
     except (ValueError, TypeError, ImportError, OSError) as e:   # input problems and missing extras, before any compute

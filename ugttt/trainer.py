@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
+from .checks import quote
 from .config import TrainConfig, config_to_dict
 from .rundir import (METRICS, TRAJECTORIES, RunDirError, append_jsonl, create_run, iter_jsonl, read_json, read_jsonl,
                           snapshot_path, write_atomic)
@@ -26,9 +27,10 @@ from .best import note_epoch, restore_best
 _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 63_checkpoint's, importable from here as before
 
 # %% auto #0
-__all__ = ['STOPPED', 'STOPPED_MAX_BYTES', 'RunState', 'build_state', 'start_run', 'GenerationBar', 'EpochGroups', 'epoch_groups',
-           'run_epoch', 'target_reached', 'record_stop', 'read_stop', 'train', 'check_extras', 'check_device',
-           'preflight', 'open_executor', 'save_checkpoint', 'load_checkpoint', 'check_run_dir']
+__all__ = ['STOPPED', 'STOPPED_MAX_BYTES', 'DEFAULT_THREADS', 'RunState', 'build_state', 'start_run', 'GenerationBar',
+           'EpochGroups', 'epoch_groups', 'run_epoch', 'target_reached', 'record_stop', 'read_stop', 'train',
+           'train_threads', 'check_extras', 'check_device', 'preflight', 'open_executor', 'save_checkpoint',
+           'load_checkpoint', 'check_run_dir']
 
 # %% ../nbs/25_trainer.ipynb #6defca40
 @dataclass
@@ -306,6 +308,28 @@ def train(
         if tracker is not None: tracker.close()
         if own_sandbox: sandbox.close()
     return epochs
+
+# %% ../nbs/25_trainer.ipynb #abeaf288
+DEFAULT_THREADS = 1   # torch threads of `ugttt train` (bench/quickstart_threads.py: one thread costs the least CPU per group in every load)
+
+def train_threads(
+    threads: int | None,  # --threads; None: the default
+    out: Path,            # the run directory
+    resume: bool,         # --resume
+) -> int:                 # the torch threads the run trains with
+    "torch threads of `ugttt train`: --threads, else a resumed run's own (its last epoch's torch/threads), else DEFAULT_THREADS."
+    cores = os.cpu_count() or 1
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= cores:
+            raise ValueError(f"--threads must be an int in [1, {cores}] (this machine's CPUs), got {quote(threads)}")
+        return threads
+    if resume:
+        from ugttt.rundir import METRICS, RunDirError, iter_jsonl
+        try: logged = [r.get("torch/threads") for r in iter_jsonl(Path(out) / METRICS) if "progress/epoch" in r]
+        except (OSError, RunDirError): logged = []        # an unreadable log: preflight has said what is wrong with it
+        if logged and isinstance(logged[-1], int) and not isinstance(logged[-1], bool) and 1 <= logged[-1] <= cores:
+            return logged[-1]
+    return DEFAULT_THREADS
 
 # %% ../nbs/25_trainer.ipynb #83b61940
 def check_extras(
