@@ -11,7 +11,7 @@ and the ratio of cpu/group to the 1-thread figure of the same load. "busy N" sta
 `while True: pass`, one core each) before the run and stops them after it: a machine that is also doing other work.
 Model loading and the sandbox's start are inside the figures (the same in every setting).
 
-The question it answers (issue 50): torch's intra-op threads spin while they wait for each other, and on a core another
+The question it answers: torch's intra-op threads spin while they wait for each other, and on a core another
 process holds they wait long; how much CPU does that cost per group, and which default never costs more than 1.2x the
 best. Run it on an otherwise idle machine: the load average is printed before and after.
 
