@@ -54,6 +54,15 @@ def test_notebooks_cited_by_name_become_links_to_their_pages():
     assert B.link_citations("`10_uncertainty`", "nbs/tutorials", site) == "[`10_uncertainty`](../10_uncertainty.ipynb)"
 
 
+def test_the_api_page_documents_every_public_module():
+    "The API reference names every public module once, each through autodoc, and no private one."
+    mods = B.api_modules()
+    assert {"ugttt.loss", "ugttt.trainer", "ugttt.best", "ugttt.sandbox.pool", "ugttt.tasks.core"} <= set(mods), mods
+    assert not [m for m in mods if "._" in m or m == "ugttt._modidx"]
+    page = B.api_page(mods)
+    assert page.startswith("# API reference") and page.count(".. automodule::") == len(mods) == len(set(mods))
+
+
 def test_a_slow_cell_shows_its_cached_output_or_says_it_was_not_run(tmp_path, monkeypatch):
     import nbformat
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T\n\n> t"),

@@ -225,6 +225,21 @@ def title_of(nb) -> str:
     return "untitled"
 
 
+def api_modules() -> list[str]:
+    "The package's public modules, sorted by name: every module nbdev exported, private ones left out."
+    from ugttt._modidx import d
+    mods = {v[1] for syms in d["syms"].values() for v in syms.values()}   # 'ugttt/loss.py', 'ugttt/sandbox/pool.py', ...
+    names = sorted({m[:-3].replace("/", ".").removesuffix(".__init__") for m in mods if m.endswith(".py")})
+    return [n for n in names if not any(part.startswith("_") for part in n.split("."))]
+
+
+def api_page(modules: list[str]) -> str:
+    "The API reference: one section per module, its public names with their signatures and docstrings (Sphinx autodoc)."
+    head = ("# API reference\n\nEvery public name of the package, module by module, with its signature and its one-line "
+            "docstring; the notebook of each module explains and tests it.\n")
+    return head + "".join(f"\n## `{m}`\n\n```{{eval-rst}}\n.. automodule:: {m}\n```\n" for m in modules)
+
+
 def write_sources(names: list[str], status: dict, run_slow: bool, log) -> None:
     "The Sphinx source tree: index (README), notebooks, docs pages, results pages and figures, MathJax, conf.py."
     import nbformat
@@ -266,7 +281,9 @@ def write_sources(names: list[str], status: dict, run_slow: bool, log) -> None:
     index.cells += [note_cell(toc("Notebooks", [f"{titles[n]} <nbs/{n}>" for n in names])),
                     note_cell(toc("Guides", [d[:-3] for d in docs])),
                     note_cell(toc("Results", ["docs/results/README"] + [r[:-3] for r in results if not r.endswith("README.md")]
-                                  + ["docs/results/figures"]))]
+                                  + ["docs/results/figures"])),
+                    note_cell(toc("Reference", ["api"]))]
+    (SRC / "api.md").write_text(api_page(api_modules()))
     nbformat.write(index, SRC / "index.ipynb")
     (SRC / "README.md").write_text("---\norphan: true\n---\n# README\n\nThe README is this site's [front page](index.ipynb).\n")
     mj = Path(__import__("mathjax").__file__).parent / "static" / "mathjax" / "es5"
