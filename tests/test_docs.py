@@ -63,6 +63,18 @@ def test_the_api_page_documents_every_public_module():
     assert page.startswith("# API reference") and page.count(".. automodule::") == len(mods) == len(set(mods))
 
 
+def test_a_results_page_says_how_it_is_regenerated():
+    "Each results page names its notebook and make target; Table 1's also its reading and figure; the paper's tables come first."
+    assert B.result_source("table1") == ("table1", "make table1")
+    assert B.result_source("table4_firing") == ("table4", "make reproduce")
+    assert B.result_source("mechanism_stable_b") == ("mechanism_stable_b", "make mechanism-stable-b")
+    assert B.result_source("mechanism") == ("mechanism", "make mechanism") and B.result_source("README") is None
+    pre = B.result_preamble("table1")
+    assert "`make table1`" in pre and "![figure2](figure2.png)" in pre and "index.ipynb#table-1-on-a-laptop" in pre
+    pages = ["docs/results/mechanism.md", "docs/results/table2.md", "docs/results/mechanism_stable_b.md", "docs/results/table1.md"]
+    assert sorted(pages, key=B._paper_first)[:2] == ["docs/results/table1.md", "docs/results/table2.md"]
+
+
 def test_a_slow_cell_shows_its_cached_output_or_says_it_was_not_run(tmp_path, monkeypatch):
     import nbformat
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T\n\n> t"),
