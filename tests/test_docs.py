@@ -75,6 +75,16 @@ def test_a_results_page_says_how_it_is_regenerated():
     assert sorted(pages, key=B._paper_first)[:2] == ["docs/results/table1.md", "docs/results/table2.md"]
 
 
+def test_a_page_opens_with_its_title():
+    "The title moves above the import cells before it; a note above them stays first; a page without code before it is unchanged."
+    import nbformat
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    cells = [md("> note"), code("import torch"), code("import numpy"), md("# Title\n\n> subtitle"), code("x = 1")]
+    assert [c.source for c in B.title_first(cells)] == ["> note", "# Title\n\n> subtitle", "import torch", "import numpy", "x = 1"]
+    plain = [md("# Title"), code("x = 1")]
+    assert B.title_first(plain) == plain
+
+
 def test_a_slow_cell_shows_its_cached_output_or_says_it_was_not_run(tmp_path, monkeypatch):
     import nbformat
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# T\n\n> t"),

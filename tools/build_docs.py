@@ -163,8 +163,17 @@ def page_from_notebook(name: str, executed: Path | None, cache: dict, run_slow: 
         c.source = "\n".join(l for l in c.source.splitlines() if not re.match(r"\s*#\|", l)).strip("\n")
         c.metadata.pop("ugttt_seconds", None)
         if c.source or c.outputs: cells.append(c)
-    nb.cells = cells
+    nb.cells = title_first(cells)
     return nb
+
+
+def title_first(cells: list) -> list:
+    "The cells with the notebook's title (its first '# ' heading) moved above the code before it: a page opens with its title, not its imports."
+    at = next((i for i, c in enumerate(cells) if c.cell_type == "markdown" and re.match(r"#\s", c.source)), None)
+    if at is None: return cells
+    first = next((i for i, c in enumerate(cells[:at]) if c.cell_type == "code"), None)
+    if first is None: return cells
+    return cells[:first] + [cells[at]] + cells[first:at] + cells[at + 1:]
 
 
 def git_commit() -> str | None:
