@@ -11,6 +11,7 @@ import torch
 from fastcore.test import test_eq
 from safetensors.torch import load_file
 
+from ugttt.best import read_best
 from ugttt.checkpoint import check_run_dir
 from ugttt.config import config_from_dict
 from ugttt.presets import make_config
@@ -93,6 +94,9 @@ def test_sigkill_resume_equals_uninterrupted_run(tmp_path, ensemble, train_mode)
 
     test_eq(config_from_dict(json.loads((killed / "config.json").read_text())), cfg)
     test_eq(rewards(killed), rewards(tmp_path / "whole"))
+    test_eq(read_best(killed), read_best(tmp_path / "whole"))   # the best programs kept: what the resume dropped and kept again
+    test_eq((killed / "best" / "best.json").read_text() if (killed / "best").exists() else None,
+            (tmp_path / "whole" / "best" / "best.json").read_text() if (tmp_path / "whole" / "best").exists() else None)
     for k in range(3): test_eq(same_tensors(adapters(killed, 2, k), adapters(tmp_path / "whole", 2, k)), True)
     check_logs(killed, epochs=3, groups=1, G=4)
     kept = [m["rollout_group/kept"] for m in read_jsonl(killed / "metrics.jsonl")[0] if "rollout_group/kept" in m]
