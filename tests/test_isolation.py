@@ -475,6 +475,42 @@ def test_each_program_gets_a_new_tmp_and_dev_shm(mode, role):
         for d in ctl.values(): shutil.rmtree(d, ignore_errors=True)
 
 
+NET_LEAVE = r'''
+import socket
+N = %r
+def run():
+    srv, made = socket.socket(), 0
+    try: srv.bind(("127.0.0.1", 0)); srv.listen(4)
+    except OSError: return made
+    for _ in range(N):                               # closed connections stay in TIME_WAIT for a minute, if they can
+        try:
+            c = socket.create_connection(srv.getsockname(), timeout=1); a, _ = srv.accept()
+            c.sendall(b"secret"); a.recv(6); c.close(); a.close(); made += 1
+        except OSError: pass
+    return made
+'''
+NET_LOOK = r'''
+FILES = %r
+def run():
+    rows = []
+    for f in FILES:
+        try: rows += open(f).read().splitlines()[1:]
+        except OSError: pass
+    return len(rows)
+'''
+
+
+@pytest.mark.parametrize('role', ROLES)
+@pytest.mark.parametrize('mode', I.CONFINING)
+def test_no_network_state_reaches_the_next_program(mode, role):
+    "Connections a program closes on the loopback (TIME_WAIT) are not in the next program's /proc/net: a namespace each."
+    tables = ["/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6"]
+    out = _sequence(mode, role, [(NET_LEAVE, 10), (NET_LOOK, tables)])
+    (ok1, e1, made), (ok2, e2, rows) = out['results']
+    assert ok1 and ok2, out['results']
+    assert rows == 0, out['results']                                     # the next program starts with no socket at all
+
+
 NEWUSER = r'''
 import ctypes, errno, os
 def run():

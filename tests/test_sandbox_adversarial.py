@@ -485,6 +485,32 @@ def test_ipc_objects_do_not_reach_the_next_program(sb):
     _valid_everywhere(sb, 'import numpy as np\ndef run(): return [float(np.ones(200 * 2**20 // 8).sum()) > 0]', (True,))
 
 
+NET_LEAVE = '''import socket
+def run():
+    srv, made = socket.socket(), 0
+    try: srv.bind(("127.0.0.1", 0)); srv.listen(4)
+    except OSError: return [0]
+    for _ in range(10):                                   # closed connections stay in TIME_WAIT for a minute, if they can
+        try:
+            c = socket.create_connection(srv.getsockname(), timeout=1); a, _ = srv.accept()
+            c.sendall(b"secret"); a.recv(6); c.close(); a.close(); made += 1
+        except OSError: pass
+    srv.close()
+    return [made]'''
+NET_FIND = '''def run():
+    rows = []
+    for f in ("/proc/net/tcp", "/proc/net/tcp6", "/proc/net/udp", "/proc/net/udp6"):
+        try: rows += open(f).read().splitlines()[1:]
+        except OSError: pass
+    return [len(rows)]'''
+
+
+def test_no_network_state_reaches_the_next_program(sb):
+    "Sockets a program leaves on the loopback (TIME_WAIT, ten closed connections) are not in the next program's /proc/net."
+    for _ in range(2 * sb.workers): assert sb.run(NET_LEAVE, 'run').ok
+    _valid_everywhere(sb, NET_FIND, (0,))                 # a network namespace per program: the next starts with none
+
+
 def test_the_kernel_keyring_is_out_of_reach(sb):
     "Finding 5: add_key, keyctl and request_key fail with EPERM (seccomp), so no key outlives a program."
     _needs(sb, 'seccomp')

@@ -110,10 +110,10 @@ def _drop_caps(libc) -> None:
 def _confine(
     cfg: dict, # the zygote's configuration: fresh, tmp_bytes, keep, uid, workroot
 ) -> str:
-    "In a freshly forked child: own /tmp, /dev/shm and IPC objects, then the worker's uid and no capabilities; returns the work directory."
+    "In a freshly forked child: own /tmp, /dev/shm, IPC objects and network, then the worker's uid and no capabilities; returns the work directory."
     libc = ctypes.CDLL(None, use_errno=True)
     if cfg.get('fresh'):
-        _check(libc.unshare(0x00020000 | 0x08000000), 'unshare(CLONE_NEWNS | CLONE_NEWIPC)')
+        _check(libc.unshare(0x00020000 | 0x08000000 | 0x40000000), 'unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET)')   # its own network: loopback down, nothing left by the last
         _check(libc.mount(None, b'/', None, (1 << 14) | (1 << 18), None), 'make / private')   # MS_REC | MS_PRIVATE
         keep = [(p, os.open(p, os.O_PATH)) for p in cfg.get('keep', ())]      # reachable after /tmp is covered
         opts = f"size={cfg['tmp_bytes']},mode=1777".encode()
