@@ -160,7 +160,7 @@ def _describe_layers(self) -> list:
     "What isolation is really in use, in words."
     L = [f'{self.isolation}: {MODES[self.isolation][1]}']
     if self.confined:
-        L.append(f'per program: fresh /tmp and /dev/shm ({self.tmp_mb} MB tmpfs each) and IPC namespace; '
+        L.append(f'per program: fresh /tmp and /dev/shm ({self.tmp_mb} MB tmpfs each), IPC namespace and network namespace (loopback down); '
                  + ("a uid per worker, not the zygote's, no capabilities" if self.program_uids else
                     "user namespace (caller is not root), the zygote's uid, no capabilities, no nested user namespace"))
     if self.seccomp is not None:
