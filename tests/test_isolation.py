@@ -475,6 +475,43 @@ def test_each_program_gets_a_new_tmp_and_dev_shm(mode, role):
         for d in ctl.values(): shutil.rmtree(d, ignore_errors=True)
 
 
+PID1_REACH = r'''
+import os
+NAME = %r
+def run():
+    out = {}
+    for what, act in (("plant tmp", lambda: open("/proc/1/root/tmp/" + NAME, "w").write("x")),
+                      ("plant shm", lambda: open("/proc/1/root/dev/shm/" + NAME, "w").write("x")),
+                      ("fd", lambda: os.listdir("/proc/1/fd")), ("environ", lambda: open("/proc/1/environ", "rb").read()),
+                      ("cwd", lambda: os.listdir("/proc/1/cwd")), ("maps", lambda: open("/proc/1/maps").read())):
+        try: act(); out[what] = "reached"
+        except OSError as e: out[what] = type(e).__name__
+    return out
+'''
+PID1_LOOK = r'''
+import os
+NAME = %r
+def run():
+    found = []
+    for d in ("/proc/1/root/tmp/", "/proc/1/root/dev/shm/"):
+        try: found.append(os.path.exists(d + NAME))
+        except OSError: found.append(False)
+    return found
+'''
+
+
+@pytest.mark.parametrize('role', ROLES)
+@pytest.mark.parametrize('mode', I.CONFINING)
+def test_no_process_of_the_sandbox_is_reachable_through_proc(mode, role):
+    "pid 1 of the sandbox (the zygote, non-dumpable) cannot be read or written through /proc: its root, fds, environment."
+    name = f"ugttt-planted-{uuid.uuid4().hex[:8]}"
+    out = _sequence(mode, role, [(PID1_REACH, name), (PID1_LOOK, name)])
+    (ok1, e1, reach), (ok2, e2, found) = out['results']
+    assert ok1 and ok2, out['results']
+    assert "reached" not in reach.values(), reach                           # every one refused
+    assert found == [False, False], found                                   # nothing planted reaches the next program
+
+
 NET_LEAVE = r'''
 import socket
 N = %r

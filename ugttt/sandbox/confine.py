@@ -64,8 +64,8 @@ def _bwrap_prefix(
     drop_caps: bool,  # as root: keep only the zygote's four capabilities (no user namespace of bubblewrap's own)
 ) -> list:
     "The bubblewrap argv that runs a command (appended after it) in a new read-only root."
-    a = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--unshare-net', '--unshare-ipc',
-         '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox']
+    a = ['bwrap', '--die-with-parent', '--new-session', '--unshare-pid', '--as-pid-1', '--unshare-net', '--unshare-ipc',
+         '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox']   # --as-pid-1: the zygote (non-dumpable) is pid 1, no init of bwrap's that a program could read through /proc
     if drop_caps: a += ['--cap-drop', 'ALL', *(x for c in _ZYGOTE_CAPS for x in ('--cap-add', c))]
     else: a += ['--unshare-user', '--disable-userns', '--cap-add', 'CAP_SYS_ADMIN']   # in its user namespace: fresh /tmp per program
     for d in _SYSTEM:
