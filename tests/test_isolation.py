@@ -512,6 +512,33 @@ def test_no_process_of_the_sandbox_is_reachable_through_proc(mode, role):
     assert found == [False, False], found                                   # nothing planted reaches the next program
 
 
+HIDDEN = r'''
+import ctypes, mmap, os, time
+N = %r
+def run():
+    libc = ctypes.CDLL(None, use_errno=True)
+    kids = []
+    for _ in range(N):                               # each child would hide itself from /proc, then hold 60 MB
+        pid = os.fork()
+        if pid == 0:
+            libc.prctl(4, 0, 0, 0, 0)                # PR_SET_DUMPABLE 0: unreadable by the meter, if it succeeds
+            m = mmap.mmap(-1, 60 * 2**20); m.write(b"x" * (60 * 2**20)); time.sleep(3); os._exit(0)
+        kids.append(pid)
+    time.sleep(2)
+    return [libc.prctl(4, 0, 0, 0, 0), ctypes.get_errno()]
+'''
+
+
+@pytest.mark.parametrize('role', ROLES)
+@pytest.mark.parametrize('mode', I.CONFINING)
+def test_no_process_hides_from_the_memory_cap(mode, role):
+    "Eight children that would make themselves non-dumpable and hold 480 MB against memory_mb=128: refused and stopped."
+    out = _sequence(mode, role, [(HIDDEN, 8)], memory_mb=128)
+    (ok, error, value), = out['results']
+    if ok: assert role == 'root' and value == [-1, 1], out['results']        # refused (EPERM); the cgroup killed the children
+    else: assert error.startswith('memory limit (128 MB) exceeded'), out['results']   # a normal user's meter saw them all
+
+
 NET_LEAVE = r'''
 import socket
 N = %r

@@ -400,9 +400,10 @@ def isolation_report() -> tuple[str, bool]:
     else:
         lines.append("memory: no memory cgroup (it needs root and a writable cgroup hierarchy): the zygote's meter adds up the "
                      "memory of a program's processes (anonymous and shared pages, memfds) every 50 ms and kills them past "
-                     'memory_mb; RLIMIT_AS caps each process; /tmp and /dev/shm are capped by their size (tmp_mb). NOT '
-                     'counted: a process that made itself non-dumpable (the meter cannot read it) and kernel socket buffers, '
-                     'so a hostile program can hold more than memory_mb (docs/sandbox.md); run as root for a kernel-enforced cap')
+                     'memory_mb; RLIMIT_AS caps each process; /tmp and /dev/shm are capped by their size (tmp_mb); no '
+                     'process may make itself unreadable to it (prctl(PR_SET_DUMPABLE) is refused). NOT counted: kernel '
+                     'socket buffers, so a hostile program can hold more than memory_mb in queued socket data '
+                     '(docs/sandbox.md); run as root for a kernel-enforced cap')
     return '\n'.join(lines), ok
 
 # %% ../../nbs/53_sandbox_confine.ipynb #2a865908

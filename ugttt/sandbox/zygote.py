@@ -28,6 +28,7 @@ _DENY_X86_64 = {  # name: number on x86-64 (the kernel's arch/x86/entry/syscalls
 }
 _IPC_X86_64 = {'shmget': 29, 'semget': 64, 'msgget': 68, 'mq_open': 240}
 _CLONE, _CLONE3 = 56, 435
+_PRCTL, _PR_SET_DUMPABLE = 157, 4   # prctl(PR_SET_DUMPABLE, ...): refused, a non-dumpable process cannot be metered
 _SOCKET_X86_64 = (41, 53)   # socket, socketpair: their first argument is the address family
 _FAMILIES = {'AF_UNIX': 1, 'AF_INET': 2, 'AF_INET6': 10}   # the only families a program may open (no AF_VSOCK, AF_NETLINK, AF_PACKET...)
 _EAFNOSUPPORT = 97
@@ -48,16 +49,20 @@ def seccomp_filter(
             (JGE, 'deny', 0, 0x40000000)]                          # the x32 ABI: refused
     code += [(JEQ, 'deny', 0, nr) for nr in nrs]
     code += [(JEQ, 'socket', 0, nr) for nr in _SOCKET_X86_64]
+    code += [(JEQ, 'prctl', 0, _PRCTL)]
     code += [(JEQ, 'nosys', 0, _CLONE3),
              (JEQ, 0, 'allow', _CLONE),
              (LD, 0, 0, 16),                                       # clone's flags: args[0], low 32 bits
              (JSET, 'deny', 'allow', _CLONE_NEW)]
-    labels = {'allow': len(code), 'deny': len(code) + 1, 'nosys': len(code) + 2, 'socket': len(code) + 3}
+    labels = {'allow': len(code), 'deny': len(code) + 1, 'nosys': len(code) + 2, 'socket': len(code) + 3,
+              'prctl': len(code) + 3 + 1 + len(_FAMILIES) + 2}
     code += [(RET, 0, 0, ALLOW), (RET, 0, 0, ERRNO | 1), (RET, 0, 0, ERRNO | 38)]   # EPERM, ENOSYS
     code += [(LD, 0, 0, 16)]                                       # socket's family: args[0], an int
     labels['family ok'] = len(code) + len(_FAMILIES) + 1           # jumps go forward only: an ALLOW of its own
     code += [(JEQ, 'family ok', 0, f) for f in _FAMILIES.values()]
     code += [(RET, 0, 0, ERRNO | _EAFNOSUPPORT), (RET, 0, 0, ALLOW)]   # any other family, as if the kernel lacked it
+    code += [(LD, 0, 0, 16), (JEQ, 0, 1, _PR_SET_DUMPABLE),       # prctl's option: args[0]
+             (RET, 0, 0, ERRNO | 1), (RET, 0, 0, ALLOW)]          # no process hides from the memory meter's /proc reads
     out = bytearray()
     for i, (op, jt, jf, k) in enumerate(code):
         jt, jf = (labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf))
