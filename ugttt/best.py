@@ -8,7 +8,7 @@ import json, math, os, shutil
 from pathlib import Path
 import numpy as np
 from .checks import is_int, printable, quote
-from .rundir import RunDirError, append_jsonl, iter_jsonl, write_atomic
+from .rundir import RunDirError, append_jsonl, numbered_records, write_atomic
 from .tasks import TASK_NAMES, State, Task
 
 # %% auto #0
@@ -115,14 +115,12 @@ def read_best(
     last_epoch: int | None = None,   # keep only records of epochs up to this one; None: all
 ) -> list:                      # the records, in file order
     "The records of a run's best.jsonl, each checked; [] when the run has none."
-    from ugttt.rundir import numbered_records
     path = Path(run_dir) / BEST_LOG
     out = []
     for n, _, rec in numbered_records(path):
         try: rec = _check_record(path, n, rec)
-        except (TypeError, ValueError) as e:
-            if isinstance(e, RunDirError): raise
-            raise RunDirError(f"{path} line {n}: a construction that is not numbers") from None
+        except RunDirError: raise
+        except (TypeError, ValueError): raise RunDirError(f"{path} line {n}: a construction that is not numbers") from None
         if last_epoch is None or rec["epoch"] <= last_epoch: out.append(rec)
     return out
 
