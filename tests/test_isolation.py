@@ -310,7 +310,8 @@ out = {'uid': os.getuid(), 'controls': []}
 for src, arg in spec['controls']:                    # the attacks themselves, unconfined, on targets made for the test
     ns = {}; exec(src % (arg,), ns); out['controls'].append(ns['run']())
 from ugttt.sandbox import Sandbox
-with Sandbox(workers=1, budget_s=10.0, memory_mb=spec['memory_mb'], tmp_mb=spec['tmp_mb'], isolation=spec['mode']) as s:
+kw = {} if spec['preload'] is None else {'preload': spec['preload']}
+with Sandbox(workers=1, budget_s=10.0, memory_mb=spec['memory_mb'], tmp_mb=spec['tmp_mb'], isolation=spec['mode'], **kw) as s:
     out['isolation'], out['layers'] = s.isolation, s.layers
     out['results'] = [(r.ok, r.error, r.value) for r in (s.run(src % (arg,), 'run') for src, arg in spec['programs'])]
 print(json.dumps(out))
@@ -318,11 +319,12 @@ print(json.dumps(out))
 
 
 def _sequence(mode: str, role: str, programs: list, controls: list = (), path: list = (), no_seccomp: bool = False,
-              memory_mb: int = 512, tmp_mb: int = 256) -> dict:
+              memory_mb: int = 512, tmp_mb: int = 256, preload: list | None = None) -> dict:
     "Run `programs` ((source with one %r, its argument)) one after another in one worker of `mode` as `role`, after the `controls` run unconfined."
     if os.getuid() != 0: pytest.skip('needs root: the tests switch to a normal user, and root is a role')
     if not I.probe(mode): pytest.skip(f'{mode} does not work here: {I._PROBE_ERRORS.get(mode)}')
-    spec = json.dumps({'mode': mode, 'path': list(path), 'no_seccomp': no_seccomp, 'memory_mb': memory_mb, 'tmp_mb': tmp_mb, 'controls': [list(c) for c in controls],
+    spec = json.dumps({'mode': mode, 'path': list(path), 'no_seccomp': no_seccomp, 'memory_mb': memory_mb, 'tmp_mb': tmp_mb,
+                       'preload': preload, 'controls': [list(c) for c in controls],
                        'programs': [list(p) for p in programs]})
     code = SEQUENCE.replace('ROOT, SITE', f'{str(ROOT)!r}, {VENV_SITE!r}').replace('SPEC', repr(spec))
     if role == 'root':
@@ -538,6 +540,71 @@ def test_no_process_hides_from_the_memory_cap(mode, role):
     if ok: assert role == 'root' and value == [-1, 1], out['results']        # refused (EPERM); the cgroup killed the children
     else: assert error.startswith('memory limit (128 MB) exceeded'), out['results']   # a normal user's meter saw them all
 
+
+SOCKET_HOG = r'''
+import resource, socket, time
+MB = %r
+def run():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try: resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # room for many socket pairs
+    except (ValueError, OSError): pass
+    pairs, queued = [], 0
+    while queued < MB * 2**20:                       # data written and never read: it waits in the kernel's buffers
+        try: a, b = socket.socketpair()
+        except OSError: break
+        pairs.append((a, b)); a.setblocking(False)
+        try: a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2**22)
+        except OSError: pass
+        try:
+            while True: queued += a.send(b"x" * 65536)
+        except OSError: pass
+    time.sleep(3)
+    return queued // 2**20
+'''
+
+
+@pytest.mark.parametrize('role', ROLES)
+@pytest.mark.parametrize('mode', I.CONFINING)
+def test_no_socket_buffer_hides_from_the_memory_cap(mode, role):
+    "400 MB queued in AF_UNIX socket pairs against memory_mb=128: unconfined it is all held, in the sandbox the meter stops it."
+    out = _sequence(mode, role, [(SOCKET_HOG, 400), ('def run(): return %r', 'next')], controls=[(SOCKET_HOG, 400)],
+                    memory_mb=128)
+    assert out['controls'][0] >= 400, out['controls']                   # nothing else counts these bytes
+    (ok, error, held), (ok2, _, nxt) = out['results']
+    assert not ok and error.startswith('memory limit (128 MB) exceeded') and 'in socket buffers' in error, out['results']
+    assert (ok2, nxt) == (True, 'next'), out['results']
+
+PIPE_HOG = r'''
+import fcntl, os, time
+MB = %r
+def run():
+    pipes, held = [], 0
+    while held < MB * 2**20:                         # pipes written to and never read: their pages are the kernel's
+        try: r, w = os.pipe()
+        except OSError: break
+        pipes.append((r, w)); os.set_blocking(w, False)
+        try: fcntl.fcntl(w, 1031, 2**20)             # F_SETPIPE_SZ: 1 MB each, within the kernel's per-user quota
+        except OSError: pass
+        try:
+            while True: held += os.write(w, b"x" * 65536)
+        except OSError: pass
+    time.sleep(3)
+    for fd in (fd for pair in pipes for fd in pair): os.close(fd)   # the control's too: the quota is its user's
+    return held // 2**20
+'''
+
+
+@pytest.mark.parametrize('mode', I.CONFINING)
+def test_no_pipe_hides_from_the_memory_meter(mode):
+    "A normal user's meter counts pipes: 60 MB waiting in pipes against memory_mb=32 is stopped (as root the cgroup charges pipe pages)."
+    # nothing preloaded: the meter's margin is what the zygote holds, and pipes past the kernel's per-user quota (64 MB
+    # by default) get 8 kB each, so 60 MB is as much as one process can queue
+    out = _sequence(mode, 'normal user', [(PIPE_HOG, 60), ("def run(): return %r", "next")], controls=[(PIPE_HOG, 60)],
+                    memory_mb=32, tmp_mb=16, preload=[])
+    assert out["controls"][0] >= 60, out['controls']                   # unconfined, nothing stops it
+    (ok, error, held), (ok2, _, nxt) = out['results']
+    assert not ok and error.startswith('memory limit (32 MB) exceeded'), out['results']
+    assert (ok2, nxt) == (True, 'next'), out['results']
 
 NET_LEAVE = r'''
 import socket

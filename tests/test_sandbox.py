@@ -92,6 +92,16 @@ def test_memory_budget_is_the_programs_own(sb):
     assert not bad.ok and bad.error.startswith('memory limit (256 MB) exceeded'), bad
 
 
+def test_open_files_are_capped_per_process(sb):
+    "RLIMIT_NOFILE is MAX_FDS, soft and hard: a program's pipes and sockets, whose buffers are kernel memory, are bounded."
+    from ugttt.sandbox.procs import MAX_FDS
+    src = ('import os, resource\ndef run():\n    lim = list(resource.getrlimit(resource.RLIMIT_NOFILE))\n'
+           '    try: resource.setrlimit(resource.RLIMIT_NOFILE, (lim[1] + 1, lim[1] + 1)); raised = True\n'
+           '    except (ValueError, OSError): raised = False\n    fds = []\n    try:\n        while True: fds += os.pipe()\n'
+           '    except OSError: pass\n    for fd in fds: os.close(fd)\n    return [lim, raised, len(fds)]')
+    r = sb.run(src, 'run')
+    assert r.ok and r.value[:2] == [[MAX_FDS, MAX_FDS], False] and r.value[2] <= MAX_FDS, r
+
 def test_threads_fit_in_a_small_memory_budget(sb):
     "16 threads under memory_mb=256: glibc's 64 MB arena per thread counted against RLIMIT_AS once refused the 5th or so."
     src = ('import threading, time\ndef run():\n    ts = [threading.Thread(target=time.sleep, args=(0.1,)) for _ in range(16)]\n'

@@ -374,6 +374,34 @@ def detect_isolation(
     if mode is None: raise IsolationUnavailable(_refusal())
     return mode
 
+# %% ../../nbs/53_sandbox_confine.ipynb #fdc395d1
+def _memory_report(
+    cgroup: bool | None = None,  # a memory cgroup per worker; None: whether this machine gives one
+    sockets: bool | None = None, # the kernel lists socket buffers to the meter; None: ask it
+) -> str:
+    "The doctor's line on memory: what caps a program's memory here and what is not counted."
+    from ugttt.sandbox.cgroups import cgroup_bases
+    from ugttt.sandbox.procs import MAX_FDS, socket_meter_works
+    if cgroup is None: cgroup = os.getuid() == 0 and 'memory' in cgroup_bases()
+    if sockets is None: sockets = socket_meter_works()
+    try: quota = f"{int(open('/proc/sys/fs/pipe-user-pages-soft').read()) * os.sysconf('SC_PAGE_SIZE') / 2**20:g} MB here"
+    except (OSError, ValueError): quota = 'unknown here'
+    sock = ("the zygote's meter counts the AF_UNIX socket buffers of the program's own network namespace (sock_diag) "
+            'against memory_mb' if sockets else
+            'NOT counted: socket buffers (this kernel lists none to sock_diag: no unix_diag), so a program may queue more '
+            f'than memory_mb in sockets, up to {MAX_FDS} sockets per process (RLIMIT_NOFILE) of at least 208 kB each')
+    if cgroup:
+        return ("memory: a memory cgroup per worker caps a program's processes together at memory_mb (and its /tmp, "
+                '/dev/shm and the pipe pages the kernel charges to it); ' + sock)
+    return ("memory: no memory cgroup (it needs root and a writable cgroup hierarchy): every 50 ms the zygote's meter adds "
+            "up a program's pages (anonymous and shared), memfds and pipes with data waiting, and kills it past memory_mb "
+            'plus what the zygote holds; ' + sock + f'; RLIMIT_AS caps each process, RLIMIT_NOFILE ({MAX_FDS}) its pipes '
+            'and sockets, tmp_mb its /tmp and /dev/shm; no process may make itself unreadable to the meter '
+            '(prctl(PR_SET_DUMPABLE) is refused). NOT counted: a pipe passed to another process over a socket and closed '
+            f'by its sender (at most the per-user pipe quota, fs.pipe-user-pages-soft: {quota}; past it each new pipe '
+            "holds 8 kB) and the kernel's records of processes and files (docs/sandbox.md); run as root for a "
+            'kernel-enforced cap')
+
 # %% ../../nbs/53_sandbox_confine.ipynb #b3ed4c88
 def isolation_report() -> tuple[str, bool]:
     "Each mode's probe and what it isolates, and what `auto` picks; True when `auto` can run programs here."
@@ -394,16 +422,7 @@ def isolation_report() -> tuple[str, bool]:
                      'family, AF_VSOCK (a virtual machine\'s channel to its hypervisor) and AF_NETLINK included, and reach the '
                      'kernel keyring; the namespaces still hold, and in bwrap and mountns programs get no capability and no '
                      'nested user namespace (as root, where root may make the user namespace that forbids one)')
-    from ugttt.sandbox.cgroups import cgroup_bases
-    if os.getuid() == 0 and 'memory' in cgroup_bases():
-        lines.append("memory: a memory cgroup per worker caps a program's processes together at memory_mb (and its /tmp, /dev/shm)")
-    else:
-        lines.append("memory: no memory cgroup (it needs root and a writable cgroup hierarchy): the zygote's meter adds up the "
-                     "memory of a program's processes (anonymous and shared pages, memfds) every 50 ms and kills them past "
-                     'memory_mb; RLIMIT_AS caps each process; /tmp and /dev/shm are capped by their size (tmp_mb); no '
-                     'process may make itself unreadable to it (prctl(PR_SET_DUMPABLE) is refused). NOT counted: kernel '
-                     'socket buffers, so a hostile program can hold more than memory_mb in queued socket data '
-                     '(docs/sandbox.md); run as root for a kernel-enforced cap')
+    lines.append(_memory_report())
     return '\n'.join(lines), ok
 
 # %% ../../nbs/53_sandbox_confine.ipynb #2a865908

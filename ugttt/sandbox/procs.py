@@ -4,10 +4,11 @@
 
 # %% ../../nbs/51_sandbox_procs.ipynb #7e0619fe
 from __future__ import annotations
-import os, shutil, signal, time
+import fcntl, os, shutil, signal, socket, struct, sys, time
 
 # %% auto #0
-__all__ = ['NCPU', 'TICK_S', 'MEMORY_POLL_S', 'descendants', 'others', 'kill_all', 'sweep', 'wipe', 'Meter']
+__all__ = ['NCPU', 'TICK_S', 'MEMORY_POLL_S', 'MAX_FDS', 'descendants', 'others', 'kill_all', 'sweep', 'wipe',
+           'socket_meter_works', 'Meter']
 
 # %% ../../nbs/51_sandbox_procs.ipynb #b1849c89
 def descendants(
@@ -136,11 +137,23 @@ def _sched_s(
     return sum(r for r, _ in last.values()), sum(r + w for r, w in last.values())
 
 # %% ../../nbs/51_sandbox_procs.ipynb #54dbebc0
+def _pipe_bytes(
+    path: str, # /proc/<pid>/fd/<n> of a pipe
+) -> int:
+    "What a pipe holds in the kernel: its capacity (F_GETPIPE_SZ) when anything waits in it, else 0; 0 when it cannot be opened."
+    try: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)      # a reader of our own: the pipe's bytes are not touched
+    except OSError: return 0
+    try:
+        queued = bytearray(4); fcntl.ioctl(fd, 0x541B, queued)  # FIONREAD
+        return fcntl.fcntl(fd, 1032) if int.from_bytes(queued, sys.byteorder) else 0   # F_GETPIPE_SZ: its pages, however few bytes
+    except OSError: return 0
+    finally: os.close(fd)
+
 def _mem_bytes(
     pids: list,  # the program's processes; one that is gone counts 0
     exact: bool, # PSS (shared pages divided among their sharers; costlier) instead of RSS (an upper bound)
 ) -> int:
-    "Memory `pids` hold: anonymous and shared-memory pages they map, plus every memfd they have open (counted once)."
+    "Memory `pids` hold: anonymous and shared-memory pages they map, plus every memfd and non-empty pipe they have open (each counted once)."
     total, seen = 0, set()
     for p in pids:
         try:
@@ -151,20 +164,62 @@ def _mem_bytes(
             else:
                 with open(f'/proc/{p}/status', 'rb') as f:
                     total += sum(int(l.split()[1]) for l in f if l.startswith((b'RssAnon:', b'RssShmem:'))) * 1024
-            for fd in os.listdir(f'/proc/{p}/fd'):                      # a memfd holds memory whether mapped or not
+            for fd in os.listdir(f'/proc/{p}/fd'):                      # a memfd or a pipe holds memory, mapped or not
                 try:
-                    if not os.readlink(f'/proc/{p}/fd/{fd}').startswith('/memfd:'): continue
-                    st = os.stat(f'/proc/{p}/fd/{fd}')
-                    if st.st_ino not in seen: seen.add(st.st_ino); total += st.st_blocks * 512
+                    path = f'/proc/{p}/fd/{fd}'
+                    link = os.readlink(path)
+                    if not link.startswith(('/memfd:', 'pipe:')): continue
+                    st = os.stat(path)
+                    if (st.st_dev, st.st_ino) in seen: continue
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512 if link.startswith('/') else _pipe_bytes(path)
                 except OSError: pass
         except (OSError, ValueError, KeyError): pass
     return total
+
+# %% ../../nbs/51_sandbox_procs.ipynb #52d0a586
+_UNIX_DIAG_REQ = struct.pack('=BBHIIIII', 1, 0, 0, 0xFFFFFFFF, 0, 0x20, 0, 0)   # AF_UNIX, every state, UDIAG_SHOW_MEMINFO
+_NLMSG = struct.Struct('=IHHII')                                   # nlmsghdr: length, type, flags, sequence, port
+
+def _socket_bytes(
+    diag,  # a NETLINK_SOCK_DIAG socket made in the program's network namespace; None: nothing to count
+) -> int | None:
+    "Bytes queued in the kernel by every AF_UNIX socket of `diag`'s network namespace (rmem_alloc + wmem_alloc); None where the kernel cannot say."
+    if diag is None: return 0
+    total = 0
+    try:
+        diag.send(_NLMSG.pack(_NLMSG.size + len(_UNIX_DIAG_REQ), 20, 0x301, 1, 0) + _UNIX_DIAG_REQ)   # SOCK_DIAG_BY_FAMILY, REQUEST | DUMP
+        while True:
+            data, off = diag.recv(1 << 16), 0
+            while off + _NLMSG.size <= len(data):
+                size, kind = _NLMSG.unpack_from(data, off)[:2]
+                if kind == 3 or size < _NLMSG.size: return total     # NLMSG_DONE
+                if kind == 2: return None                            # NLMSG_ERROR: no unix_diag in this kernel
+                at, end = off + _NLMSG.size + 16, off + size         # after the 16-byte unix_diag_msg: its attributes
+                while at + 4 <= end:
+                    alen, atype = struct.unpack_from('=HH', data, at)
+                    if alen < 4: break
+                    if atype == 5 and alen >= 16:                    # UNIX_DIAG_MEMINFO: rmem_alloc, rcvbuf, wmem_alloc, ...
+                        rmem, _, wmem = struct.unpack_from('=III', data, at + 4); total += rmem + wmem
+                    at += (alen + 3) & ~3
+                off += (size + 3) & ~3
+            if not data: return total
+    except OSError: return None
+
+# %% ../../nbs/51_sandbox_procs.ipynb #0dd10174
+def socket_meter_works() -> bool:
+    "Whether this kernel lists AF_UNIX sockets with their buffers to a NETLINK_SOCK_DIAG socket, as the memory meter asks it."
+    try: diag = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)
+    except OSError: return False
+    try: diag.settimeout(1.0); return _socket_bytes(diag) is not None
+    finally: diag.close()
 
 # %% ../../nbs/51_sandbox_procs.ipynb #858e1211
 NCPU = len(os.sched_getaffinity(0))   # CPUs a program may run on at once: its CPU time grows at most this fast
 TICK_S = 1.0                           # during a program the zygote tells the caller this often that it is keeping time
 
 MEMORY_POLL_S = 0.05                   # how often the memory meter looks, where it is on
+MAX_FDS = 1024                         # open files per process of a program (RLIMIT_NOFILE, soft and hard): bounds its pipes and sockets
 
 # %% ../../nbs/51_sandbox_procs.ipynb #a4e232be
 class Meter:
@@ -172,13 +227,15 @@ class Meter:
     def __init__(self,
                  pid: int,   # the program's process (the spare child, before it has the job)
                  pids,       # () -> every process of the program, for its CPU time and memory
-                 job: dict): # clock ('cpu' or 'wall'), budget_s, on the CPU clock cpu_budget_s and backstop_s; meter_memory_mb
-        self.pid, self.pids, self.clock = pid, pids, job.get('clock', 'wall')
+                 job: dict,  # clock ('cpu' or 'wall'), budget_s, on the CPU clock cpu_budget_s and backstop_s; meter_memory_mb, memory_mb
+                 diag=None): # a NETLINK_SOCK_DIAG socket in the program's network namespace: its socket buffers count too
+        self.pid, self.pids, self.clock, self.diag = pid, pids, job.get('clock', 'wall'), diag
         self.budget, self.cpu_budget, self.backstop = job['budget_s'], job.get('cpu_budget_s'), job.get('backstop_s')
-        self.cpu, self.own, self.mem, self._sched = 0.0, 0.0, 0, {}
+        self.cpu, self.own, self.mem, self.sockets, self._sched = 0.0, 0.0, 0, 0, {}
         self.cpu0, (self.run0, self.busy0) = _cpu_s([pid]), _sched_s([pid], self._sched)   # what the spare used confining itself
         self.mem_limit, self._exact = None, None                # memory_mb plus what the zygote holds; (RSS, PSS) at the last exact look
         if job.get('meter_memory_mb'): self.mem_limit = job['meter_memory_mb'] * 2**20 + _mem_bytes([os.getpid()], exact=False)
+        self.sock_limit = job['memory_mb'] * 2**20 if diag is not None and self.mem_limit is None else None   # a cgroup caps the pages alone
         self.t0 = time.monotonic()
 
     def wall(self) -> float: return time.monotonic() - self.t0
@@ -192,14 +249,19 @@ class Meter:
         self.own = max(self.own, self.wall() - (busy - self.busy0))
 
     def over_memory(self) -> bool:
-        "Whether the program's processes hold more than its memory limit: a cheap upper bound first, PSS only when that is over."
-        if self.mem_limit is None: return False
+        "Whether the program holds more than its memory limit, its socket buffers included: a cheap upper bound first, PSS only when that is over."
+        if self.mem_limit is None and self.sock_limit is None: return False
+        sock = _socket_bytes(self.diag) or 0
+        if self.mem_limit is None:                              # pages capped by the cgroup; socket buffers, which it misses, here
+            if sock > self.sock_limit: self.mem, self.sockets = sock, sock
+            return sock > self.sock_limit
         pids = self.pids()
-        rss = _mem_bytes(pids, exact=False)
+        rss = _mem_bytes(pids, exact=False) + sock
         if rss <= self.mem_limit: return False
         if self._exact and rss - self._exact[0] < self.mem_limit - self._exact[1]: return False   # not grown enough since
-        pss = _mem_bytes(pids, exact=True)                      # shared pages (the zygote's, a forked array) counted once
-        self._exact, self.mem = (rss, pss), max(self.mem, pss)
+        pss = _mem_bytes(pids, exact=True) + sock               # shared pages (the zygote's, a forked array) counted once
+        if pss > self.mem: self.mem, self.sockets = pss, sock
+        self._exact = (rss, pss)
         return pss > self.mem_limit
 
     def over(self) -> str | None:
@@ -211,6 +273,6 @@ class Meter:
 
     def wait_s(self) -> float:
         "Seconds before the program can reach a limit, at the earliest (its memory: the next look)."
-        mem = MEMORY_POLL_S if self.mem_limit is not None else float('inf')
+        mem = MEMORY_POLL_S if self.mem_limit is not None or self.sock_limit is not None else float('inf')
         if self.clock == 'wall': return min(mem, self.budget - self.wall())
         return max(0.005, min(mem, (self.cpu_budget - self.cpu) / NCPU, self.backstop - self.own))

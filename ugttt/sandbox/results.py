@@ -123,8 +123,10 @@ def describe_outcome(
         return False, None, over + ' (sandbox worker killed)' if wall else 'timeout: the sandbox worker stopped keeping time (killed)', True
     cpu = report.get('cpu', 0.0)
     if report.get('limit') == 'memory':
+        sockets = report.get('sockets') or 0                     # the part of it queued in socket buffers, in the kernel
         return False, None, (f"memory limit ({memory_mb} MB) exceeded: its processes held {report.get('memory', 0) / 2**20:.0f} MB "
-                             "together (the zygote's memory meter)"), False
+                             "together" + (f", {sockets / 2**20:.0f} MB of it in socket buffers" if sockets else '')
+                             + " (the zygote's memory meter)"), False
     if report.get('limit') == 'backstop':
         return False, None, (f"timeout: still running after {lim['backstop_s']:g} s, its wall-clock backstop ({WALL_BACKSTOP:g} x "
                              f'the budget of idle time: its time on a CPU or waiting for one not counted), with {cpu:.2f} s of CPU time used'), True

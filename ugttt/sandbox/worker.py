@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools, importlib.util, json, os, re, selectors, signal, socket, subprocess, sys, tempfile, time
 from pathlib import Path
 from .protocol import recv_msg, send_msg
-from .procs import TICK_S
+from .procs import MAX_FDS, TICK_S
 from .confine import CONFINING, isolation_command, python_dirs
 from .cgroups import WorkerCgroups, give_uid, take_uid
 from .budget import budget_limits
@@ -169,7 +169,7 @@ def execute(self,
     oom0 = self.cg.oom_kills() if self.cg else 0
     job = {'source': source, 'entry': entry, **budget_limits(budget_s, sb.budget_clock, sb.cpus), 'memory_mb': sb.memory_mb,
            'max_result_bytes': sb.max_result_bytes, 'fsize_bytes': sb.tmp_mb * 2**20, 'nproc': sb.max_procs,
-           'meter_memory_mb': None if 'memory' in sb.cg_bases else sb.memory_mb}   # no memory cgroup: the zygote's meter
+           'nofile': MAX_FDS, 'meter_memory_mb': None if 'memory' in sb.cg_bases else sb.memory_mb}   # no memory cgroup: the zygote's meter
     t0, report, lost, end, bufs, totals, res, too_large = self._await_result(job, pipes, budget_s, cap)
     elapsed = (end or time.monotonic()) - t0
     oom = bool(self.cg) and self.cg.oom_kills() > oom0

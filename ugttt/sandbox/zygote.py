@@ -148,12 +148,15 @@ def _confine(
 def _child_confine(
     jsock: socket.socket, # private socket: on failure, why goes out on it
     cfg: dict,            # the zygote's configuration (ctl_fd, fresh, uid, seccomp, ...)
-) -> str:
-    "In the spare: confine this process (files, uid, session, signals, stdin, work directory, seccomp); its work directory, or exit 71 saying why."
+) -> tuple:
+    "In the spare: confine this process (files, uid, session, signals, stdin, work directory, seccomp); (work directory, diag socket or None), or exit 71 saying why."
     try:
         import io, resource, traceback, types              # already loaded by the zygote: no file access here
         os.close(cfg['ctl_fd'])                                   # the program must not reach the zygote
-        jobdir = _confine(cfg)
+        jobdir, diag = _confine(cfg), None
+        if cfg.get('fresh'):                                      # the zygote's meter reads this namespace's socket buffers
+            try: diag = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 4)   # NETLINK_SOCK_DIAG, before seccomp refuses it
+            except OSError: pass
         os.setsid()
         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGALRM, signal.SIGHUP): signal.signal(s, signal.SIG_DFL)
         prctl(1, signal.SIGKILL, 0, 0, 0)                        # PR_SET_PDEATHSIG: die with the zygote
@@ -168,7 +171,7 @@ def _child_confine(
     except BaseException as e:
         try: jsock.send(b'e' + f'sandbox child setup failed: {type(e).__name__}: {e}'.encode()[:2000])
         finally: os._exit(71)
-    return jobdir
+    return jobdir, diag
 
 # %% ../../nbs/52_sandbox_zygote.ipynb #4070a416
 def _child_prepare(
@@ -188,7 +191,7 @@ def _child_prepare(
     lim = vm + job['memory_mb'] * 2**20                       # what numpy/scipy already mapped + the budget
     for r, v in ((resource.RLIMIT_AS, lim), (resource.RLIMIT_FSIZE, job['fsize_bytes']), (resource.RLIMIT_CORE, 0),
                  (resource.RLIMIT_MSGQUEUE, 0), (resource.RLIMIT_NPROC, job.get('nproc')),
-                 (resource.RLIMIT_CPU, job.get('cpu_limit_s'))):
+                 (resource.RLIMIT_NOFILE, job.get('nofile')), (resource.RLIMIT_CPU, job.get('cpu_limit_s'))):
         hard = resource.getrlimit(r)[1]
         if v is not None: v = v if hard == resource.RLIM_INFINITY else min(v, hard); resource.setrlimit(r, (v, v))
     src, entry = job['source'], job['entry']
@@ -235,10 +238,11 @@ def _child_main(
 ) -> None:
     "Forked spare: confine this process, wait for a job, run `source` as module `program`, call `entry()`, reply in JSON; never returns."
     msg, job, res_fd = {'ok': False, 'error': 'the sandbox child failed before running the program'}, {}, None
-    jobdir = _child_confine(jsock, cfg)
+    jobdir, diag = _child_confine(jsock, cfg)
     import traceback                                           # already loaded by the zygote: no file access here
     try:
-        jsock.send(b'r')                                          # confined: the zygote may now say it is idle
+        socket.send_fds(jsock, [b'r'], [diag.fileno()] if diag else [])   # confined: the zygote may say it is idle
+        if diag: diag.close()                                     # the zygote's now: the program never holds it
         job, fds = recv_msg(jsock, maxfds=3, max_bytes=2**31)    # wait here until the zygote hands over a program
         if job is None: os._exit(0)
         out_fd, err_fd, res_fd = fds
@@ -283,7 +287,7 @@ def _fork_spare(
     cfg: dict,            # the zygote's configuration
     timeout_s: float = 30.0, # how long the spare may take to confine itself
 ) -> tuple:
-    "Fork a child that confines itself and waits for a job: ((pid, socket), None) once it is ready, else (None, why)."
+    "Fork a child that confines itself and waits for a job: ((pid, socket, diag socket or None), None) once it is ready, else (None, why)."
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:
@@ -291,10 +295,14 @@ def _fork_spare(
         finally: os._exit(70)
     theirs.close()
     mine.settimeout(timeout_s)
-    try: word = mine.recv(4096)
-    except OSError as e: word = b'e' + f'no answer from the spare child: {e}'.encode()
+    try: word, fds, _, _ = socket.recv_fds(mine, 4096, 1)
+    except OSError as e: word, fds = b'e' + f'no answer from the spare child: {e}'.encode(), []
     mine.settimeout(None)
-    if word[:1] == b'r': return (pid, mine), None
+    diag = socket.socket(fileno=fds[0]) if fds else None
+    if word[:1] == b'r':
+        if diag: diag.settimeout(1.0)                             # the kernel answers at once; never hang the meter
+        return (pid, mine, diag), None
+    if diag: diag.close()
     kill_all(cfg['pidns'], pid)
     try: os.waitpid(pid, 0)
     except ChildProcessError: pass
@@ -307,11 +315,11 @@ def _zygote_job(
     job: dict,           # source, entry, the clock and budgets, and the limits, as the caller sent them
     fds: list,           # pipe write ends for the child
     cfg: dict,           # the zygote's configuration (pidns, ...)
-    spare: tuple,        # (pid, socket) from _fork_spare
+    spare: tuple,        # (pid, socket, diag socket or None) from _fork_spare
 ) -> tuple:
     "Hand `job` to the spare child and hold it to its budget; (report, pid still to reap or None)."
-    pid, jsock = spare
-    meter = Meter(pid, lambda: others(cfg['pidns']), job)      # the program's clocks start before it has its job
+    pid, jsock, diag = spare
+    meter = Meter(pid, lambda: others(cfg['pidns']), job, diag)   # the program's clocks start before it has its job
     try: send_msg(jsock, job, fds=fds)
     except OSError: pass                                        # the spare died: reported below as its exit status
     finally:
@@ -339,6 +347,7 @@ def _zygote_job(
     elapsed = meter.wall()
     meter.read()                                                # the program's CPU time to the end, its zombie included
     jsock.close()
+    if diag: diag.close()
     if pidfd is not None: os.close(pidfd)
     if limit or caller_gone or done: kill_all(cfg['pidns'], pid)
     if caller_gone: _finish_job(pid, cfg); os._exit(0)
@@ -350,7 +359,7 @@ def _zygote_job(
         report = {'status': 'signaled' if os.WIFSIGNALED(status) else 'exited',
                   'code': os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
                   'signal': os.WTERMSIG(status) if os.WIFSIGNALED(status) else None}
-    report.update(elapsed=elapsed, cpu=meter.cpu, limit=limit, memory=meter.mem)
+    report.update(elapsed=elapsed, cpu=meter.cpu, limit=limit, memory=meter.mem, sockets=meter.sockets)
     return report, pid
 
 # %% ../../nbs/52_sandbox_zygote.ipynb #f98abe4d
