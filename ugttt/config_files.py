@@ -14,7 +14,7 @@ from .rundir import CONFIG, CONFIG_MAX_BYTES, RunDirError, check_tree, read_json
 
 # %% auto #0
 __all__ = ['CONFIG_MAX_DEPTH', 'OPERATIONAL_FIELDS', 'check_depth', 'config_loader', 'load_config', 'read_config_file',
-           'config_diff', 'stored_config_diff']
+           'config_diff', 'diff_fields', 'diff_figure', 'stored_config_diff']
 
 # %% ../nbs/22_config_files.ipynb #e62e4053
 CONFIG_MAX_DEPTH = 8   # levels of nesting a config file may have; a config nests three (the file, a section, a list)
@@ -97,9 +97,16 @@ def config_diff(
     new,             # another
 ) -> list[str]:      # "field: old -> new" for each difference, nested fields by dotted name; operational fields skipped
     "The fields on which two configs differ in what the run computes, nested ones by dotted name."
+    return [f"{k}: {quote(x)} -> {quote(y)}" for k, (x, y) in diff_fields(old, new).items()]
+
+def diff_fields(
+    old,             # a TrainConfig or its dict, as config_diff takes it
+    new,             # another
+) -> dict:           # dotted field name -> (old value, new value), as JSON data; operational fields skipped
+    "config_diff as data: each field on which two configs differ in what the run computes, with both values."
     a, b = (_plain(c) for c in (old, new))
     for f in OPERATIONAL_FIELDS: a.pop(f, None), b.pop(f, None)
-    return _dict_diff(a, b)
+    return {k: (x, y) for k, x, y in _dict_diff(a, b)}
 
 def _plain(c) -> dict:
     "A config as JSON data without resolving anything: a TrainConfig's dict, or a stored dict over the fields' defaults."
@@ -120,14 +127,47 @@ def _field_default(f):
 _DEFAULTS = json.loads(json.dumps({f.name: asdict(v) if dataclasses.is_dataclass(v) else v
                                    for f in fields(TrainConfig) for v in [_field_default(f)]}))   # a field absent from an old config.json
 
-def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[str]:
-    "The keys on which two nested dicts differ, by dotted name."
+def _dict_diff(a: dict, b: dict, prefix: str = "") -> list[tuple]:
+    "(dotted key, a's value, b's value) for each key on which two nested dicts differ."
     out = []
     for k in sorted(set(a) | set(b)):
         x, y = a.get(k, "<absent>"), b.get(k, "<absent>")
         if isinstance(x, dict) and isinstance(y, dict): out += _dict_diff(x, y, f"{prefix}{k}.")
-        elif x != y: out.append(f"{prefix}{k}: {quote(x)} -> {quote(y)}")
+        elif x != y: out.append((f"{prefix}{k}", x, y))
     return out
+
+# %% ../nbs/22_config_files.ipynb #4a553aac
+_SECTION_COLOURS = {"policy": "#a6cee3", "streaming": "#b2df8a", "update": "#fdbf6f", "puct": "#cab2d6"}   # the run's own: grey
+
+def diff_figure(
+    base,              # the config the others are read against (a TrainConfig or its dict), e.g. the paper's
+    others: dict,      # column title -> a config (TrainConfig or dict) compared with base, or a (its own base, config) pair
+    width: int = 18,   # characters of a value shown in a cell
+    title: str = "",   # above the grid
+):
+    "A matplotlib figure of diff_fields(base, each of others): a row per field that differs anywhere, each config's value where it departs."
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    diffs = {name: diff_fields(*(c if isinstance(c, tuple) else (base, c))) for name, c in others.items()}
+    rows = sorted(set().union(*diffs.values()))                              # every field that differs somewhere
+    show, plain = (lambda v: quote(v, width)), _plain(base)
+    fig, ax = plt.subplots(figsize=(3.2 + 1.9 * (len(others) + 1), 0.7 + 0.26 * max(len(rows), 1)))
+    for i, field in enumerate(rows):
+        ax.text(-0.6, i, field, ha="right", va="center", fontsize=8, family="monospace")
+        v = plain
+        for part in field.split("."): v = v.get(part, "<absent>") if isinstance(v, dict) else "<absent>"
+        ax.text(0, i, show(v), ha="center", va="center", fontsize=7.5, color="0.45")
+        for j, name in enumerate(others, 1):
+            if field not in diffs[name]: ax.text(j, i, "·", ha="center", va="center", color="0.7"); continue
+            ax.add_patch(Rectangle((j - 0.47, i - 0.45), 0.94, 0.9, color=_SECTION_COLOURS.get(field.split(".")[0], "0.85") if "." in field else "0.85"))
+            ax.text(j, i, show(diffs[name][field][1]), ha="center", va="center", fontsize=7.5)
+    ax.set(xlim=(-0.6, len(others) + 0.5), ylim=(len(rows) - 0.5, -0.5), xticks=range(len(others) + 1), yticks=[])
+    ax.set_xticklabels(["base", *others], fontsize=9); ax.xaxis.tick_top()
+    for s in ax.spines.values(): s.set_visible(False)
+    ax.tick_params(length=0)
+    if title: ax.set_title(title, fontsize=10, pad=18)
+    fig.tight_layout()
+    return fig
 
 # %% ../nbs/22_config_files.ipynb #fdfe6ce0
 def stored_config_diff(
