@@ -158,3 +158,28 @@ def test_notebook_pages_have_outputs_and_say_what_was_not_run(site):
     for nb in (ROOT / "nbs").rglob("*.ipynb"):                               # the committed notebooks stay clean
         cells = json.loads(nb.read_text())["cells"]
         assert not any(c.get("outputs") for c in cells), f"{nb.name} has outputs"
+
+
+@needs_site
+def test_every_method_notebook_and_a_dozen_pages_carry_figures(site):
+    "Every method notebook from the token MI (10) to the trainer (25) shows a figure on its page, and at least 12 pages do."
+    figures = {p.relative_to(site).as_posix() for p in site.rglob("*.html")
+               if "_static" not in p.parts and "<img" in p.read_text(errors="replace")}
+    method = sorted(p.stem for p in (ROOT / "nbs").glob("*.ipynb") if p.stem[:2].isdigit() and 10 <= int(p.stem[:2]) <= 25)
+    assert len(method) == 16, method
+    assert not [m for m in method if f"nbs/{m}.html" not in figures], sorted(figures)
+    assert len(figures) >= 12, sorted(figures)
+
+
+@needs_site
+def test_notebooks_cited_on_the_site_are_links(site):
+    "The trainer page cites the notebooks it wires by link, not as bare code."
+    page = (site / "nbs" / "25_trainer.html").read_text()
+    assert 'href="14_policy.html' in page and 'href="19_update.html' in page
+
+
+@needs_site
+def test_the_public_api_has_rendered_signatures(site):
+    "The API page renders each public function's signature (Sphinx's sig-name) with its anchor, e.g. the token MI's."
+    page = (site / "api.html").read_text()
+    assert 'id="ugttt.uncertainty.token_mutual_information"' in page and page.count("sig-name") > 300

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/51_sandbox_procs.ipynb #7e0619fe
 from __future__ import annotations
-import fcntl, os, shutil, signal, socket, struct, sys, time
+import fcntl, os, shutil, signal, socket, stat, struct, sys, time
 
 # %% auto #0
 __all__ = ['NCPU', 'TICK_S', 'MEMORY_POLL_S', 'MAX_FDS', 'descendants', 'others', 'kill_all', 'sweep', 'wipe',
@@ -168,11 +168,12 @@ def _mem_bytes(
                 try:
                     path = f'/proc/{p}/fd/{fd}'
                     link = os.readlink(path)
-                    if not link.startswith(('/memfd:', 'pipe:')): continue
+                    if not link.startswith(('/', 'pipe:')): continue      # sockets are counted by _socket_bytes
                     st = os.stat(path)
-                    if (st.st_dev, st.st_ino) in seen: continue
+                    fifo = stat.S_ISFIFO(st.st_mode)                      # a pipe, or a named FIFO made in its /tmp
+                    if (st.st_dev, st.st_ino) in seen or not (fifo or link.startswith('/memfd:')): continue
                     seen.add((st.st_dev, st.st_ino))
-                    total += st.st_blocks * 512 if link.startswith('/') else _pipe_bytes(path)
+                    total += _pipe_bytes(path) if fifo else st.st_blocks * 512
                 except OSError: pass
         except (OSError, ValueError, KeyError): pass
     return total
