@@ -134,7 +134,7 @@ def test_pages_render_math_and_figures_in_chromium(site):
         assert all(im["width"] > 0 for im in i["images"]), (page, i["images"])                # every figure loaded
     assert len(index["images"]) >= 2, index["images"]                         # the README's figures
     assert (site / "docs/results/table1.html").read_text().count("<tr") >= 10  # Table 1 as a table, a row per seed and mean
-    for name in ("index.png", "nbs_11_uncertainty.png", "nbs_11_uncertainty-math.png", "docs_results_table1.png"):
+    for name in ("index.png", "nbs_10_uncertainty.png", "nbs_10_uncertainty-math.png", "docs_results_table1.png"):
         assert (SHOTS / name).stat().st_size > 10_000, name                   # a page was drawn, not a blank
 
 
