@@ -8,7 +8,7 @@ import atexit, os, platform, queue, shutil, subprocess, sys, tempfile, threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from .zygote import seccomp_filter
-from .procs import MEMORY_POLL_S
+from .procs import MAX_FDS, MEMORY_POLL_S, socket_meter_works
 from .confine import CONFINING, MODES, UnconfinedWarning, detect_isolation, python_dirs
 from .cgroups import cgroup_bases
 from .budget import WALL_BACKSTOP, budget_limits, check_budget
@@ -170,11 +170,13 @@ def _describe_layers(self) -> list:
     for c in self.cg_bases:
         L.append(f'{c} cgroup per worker' + {'pids': f' (pids.max={self.max_procs + 8})', 'cpu': f' (quota {self.cpus} CPU)'}.get(c, ''))
     if 'memory' not in self.cg_bases:
-        L.append(f"memory meter: the zygote adds up the memory of a program's processes (anonymous and shared pages, memfds) "
-                 f'every {MEMORY_POLL_S * 1000:g} ms and kills them past {self.memory_mb} MB')
+        L.append(f"memory meter: the zygote adds up the memory of a program's processes (anonymous and shared pages, memfds, "
+                 f'pipes with data waiting) every {MEMORY_POLL_S * 1000:g} ms and kills them past {self.memory_mb} MB')
+    if self.confined and socket_meter_works(): L.append(f"socket buffers: the zygote's meter counts what the program's AF_UNIX sockets hold in the kernel "
+                               f'against {self.memory_mb} MB (its own network namespace, through sock_diag)')
     L.append(f'rlimits per program: AS=mapped+{self.memory_mb} MB, NPROC={self.max_procs}'
              + ('' if os.getuid() != 0 or self.program_uids else ' (not enforced for root)')
-             + f', FSIZE={self.tmp_mb} MB, CORE=0, MSGQUEUE=0; BLAS/OpenMP threads={self.cpus}')
+             + f', NOFILE={MAX_FDS}, FSIZE={self.tmp_mb} MB, CORE=0, MSGQUEUE=0; BLAS/OpenMP threads={self.cpus}')
     if self.budget_clock == 'wall':
         L.append("clocks: the zygote kills at the budget of wall-clock time; the caller checks the budget on its own "
                  'clock and kills the worker at budget + 1.5 s; a worker is health-checked after every program')
