@@ -189,6 +189,11 @@ def _socket_bytes(
     if diag is None: return 0
     total = 0
     try:
+        wait, _ = diag.gettimeout(), diag.setblocking(False)
+        try:
+            while True: diag.recv(1 << 16)                       # what an interrupted dump left: never read as this one
+        except BlockingIOError: pass
+        finally: diag.settimeout(wait)
         diag.send(_NLMSG.pack(_NLMSG.size + len(_UNIX_DIAG_REQ), 20, 0x301, 1, 0) + _UNIX_DIAG_REQ)   # SOCK_DIAG_BY_FAMILY, REQUEST | DUMP
         while True:
             data, off = diag.recv(1 << 16), 0
