@@ -16,7 +16,7 @@ from ugttt.checkpoint import check_run_dir
 from ugttt.config import config_from_dict
 from ugttt.presets import make_config
 from ugttt.sandbox import Sandbox
-from ugttt.trainer import read_jsonl, train
+from ugttt.trainer import DEFAULT_THREADS, read_jsonl, train
 
 pytestmark = pytest.mark.training   # not in test-fast (pytest.ini): whole runs, killed and resumed
 
@@ -90,7 +90,10 @@ def test_sigkill_resume_equals_uninterrupted_run(tmp_path, ensemble, train_mode)
 
     resumed = subprocess.run([UGTTT, *flags, "--resume"], env=ENV, capture_output=True, text=True)
     test_eq((resumed.returncode, resumed.stderr), (0, ""))
-    train(cfg, tmp_path / "whole", progress=False)                # the same config, never interrupted
+    threads = torch.get_num_threads()
+    torch.set_num_threads(DEFAULT_THREADS)                        # as `ugttt train` runs: another count sums floats otherwise
+    try: train(cfg, tmp_path / "whole", progress=False)           # the same config, never interrupted
+    finally: torch.set_num_threads(threads)
 
     test_eq(config_from_dict(json.loads((killed / "config.json").read_text())), cfg)
     test_eq(rewards(killed), rewards(tmp_path / "whole"))

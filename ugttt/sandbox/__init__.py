@@ -6,7 +6,8 @@ import importlib
 
 SUBMODULES = {   # submodule -> its public names (its __all__), in reading order (nbs/50_sandbox_protocol ... 59_sandbox_ray)
     'protocol': ('to_plain', 'send_msg', 'recv_msg'),
-    'procs': ('descendants', 'others', 'kill_all', 'sweep', 'wipe', 'NCPU', 'TICK_S', 'MEMORY_POLL_S', 'Meter'),
+    'procs': ('descendants', 'others', 'kill_all', 'sweep', 'wipe', 'NCPU', 'TICK_S', 'MEMORY_POLL_S', 'MAX_FDS', 'socket_meter_works',
+              'Meter'),
     'zygote': ('seccomp_filter', 'prctl'),
     'confine': ('MODES', 'CONFINING', 'IsolationUnavailable', 'UnconfinedWarning', 'python_dirs', 'isolation_command', 'probe',
                 'detect_isolation', 'isolation_report'),
