@@ -159,7 +159,7 @@ def diff_figure(
         ax.text(0, i, show(v), ha="center", va="center", fontsize=7.5, color="0.45")
         for j, name in enumerate(others, 1):
             if field not in diffs[name]: ax.text(j, i, "·", ha="center", va="center", color="0.7"); continue
-            ax.add_patch(Rectangle((j - 0.47, i - 0.45), 0.94, 0.9, color=_SECTION_COLOURS.get(field.split(".")[0], "0.85") if "." in field else "0.85"))
+            ax.add_patch(Rectangle((j - 0.47, i - 0.45), 0.94, 0.9, color=_SECTION_COLOURS.get(field.split(".")[0], "0.85")))
             ax.text(j, i, show(diffs[name][field][1]), ha="center", va="center", fontsize=7.5)
     ax.set(xlim=(-0.6, len(others) + 0.5), ylim=(len(rows) - 0.5, -0.5), xticks=range(len(others) + 1), yticks=[])
     ax.set_xticklabels(["base", *others], fontsize=9); ax.xaxis.tick_top()
