@@ -10,7 +10,7 @@ from torch import Tensor
 
 # %% auto #0
 __all__ = ['group_tensor', 'is_constant_group', 'kl_to_uniform', 'entropic_beta', 'loo_advantages', 'gamma_eff',
-           'standardize_uncertainty', 'shaped_advantages']
+           'standardize_uncertainty', 'shaped_advantages', 'rarity_signal', 'shuffled_signal']
 
 # %% ../nbs/11_advantage.ipynb #1f5afea6
 def group_tensor(
@@ -174,3 +174,25 @@ def shaped_advantages(
     if gain == 0 or not bool(u_std.any()): return a.clone()
     shaped = a64 + gain * a64.abs().mean() * u_std                 # (G,) float64
     return shaped.to(a.dtype)
+
+# %% ../nbs/11_advantage.ipynb #5a3583d8
+def rarity_signal(
+    families,   # (N,) the family of each of the epoch's rollouts (a str), None for a rollout without a program
+) -> Tensor:    # (N,) float64, -log(share of the rollout's family among the N)
+    "S_i = -log(n_f(i) / N): the surprise of each rollout's family in the epoch, a rollout without a program its own family."
+    fams = list(families)
+    if not fams: raise ValueError("rarity_signal needs at least one rollout")
+    counts = {}
+    for f in fams:
+        if f is not None: counts[f] = counts.get(f, 0) + 1
+    n = torch.tensor([counts[f] if f is not None else 1 for f in fams], dtype=torch.float64)   # (N,)
+    return (len(fams) / n).log()
+
+# %% ../nbs/11_advantage.ipynb #ee58c3e5
+def shuffled_signal(
+    U,                                 # (G,) one group's uncertainties U_i
+    generator: torch.Generator,        # draws the permutation (seeded by the caller: the run's seed and the epoch)
+) -> Tensor:                           # (G,) float64, U permuted
+    "S_i = U_pi(i), pi a uniformly random permutation of the group drawn from `generator`."
+    u = group_tensor(U, "U", min_size=1)
+    return u[torch.randperm(u.numel(), generator=generator)]

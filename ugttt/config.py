@@ -143,6 +143,9 @@ def _check_policy_config(c: PolicyConfig) -> None:
 class UpdateConfig:
     "The objective and the optimiser: MI shaping, the per-adapter loss, KL, NNM and AdamW. Defaults: the paper (App. E)."
     mi_coef: float = 0.1                # alpha, base rate of the MI bonus (Eq. 5); 0 = TTT-Discover's advantages
+    bonus_signal: str = "mi"            # what the bonus of Eq. 4-6 pays for: "mi", U_i (the paper); "rarity", -log of the rollout's family share
+                                        # among the epoch's programs (a positive control, any K); "shuffled_mi", U_i permuted within
+                                        # the group (a control: U's variance without its information). 19_update, docs/mechanism.md stage 6
     beta_ref: float = 2.0               # reference temperature of gamma_eff (Eq. 5)
     gamma_max: float = 10.0             # clip of beta / beta_ref (Eq. 5)
     mi_clip: float = 3.0                # clip of the standardised U (Eq. 4)
@@ -180,6 +183,8 @@ UPDATE_PRESETS = dict(
 )
 
 # %% ../nbs/21_config.ipynb #bf5e7626
+BONUS_SIGNALS = ("mi", "rarity", "shuffled_mi")   # UpdateConfig.bonus_signal: the paper's U_i, and the two controls of stage 6
+
 def _check_update_config(c: UpdateConfig) -> None:
     "Raise a ValueError naming the first field of an UpdateConfig that is out of range."
     for name in ("mi_coef", "gamma_max", "kl_coef", "min_abs_advantage", "nnm_coef", "weight_decay"):
@@ -187,6 +192,8 @@ def _check_update_config(c: UpdateConfig) -> None:
     for name in ("beta_ref", "mi_clip", "lr", "adam_eps"):
         if not getattr(c, name) > 0: raise ValueError(f"{name} must be > 0, got {getattr(c, name)}")
     if c.clip_eps is not None and not 0 < c.clip_eps < 1: raise ValueError(f"clip_eps must lie in (0, 1) or be None, got {c.clip_eps}")
+    if c.bonus_signal not in BONUS_SIGNALS:
+        raise ValueError(f"bonus_signal must be one of {', '.join(map(repr, BONUS_SIGNALS))}, got {c.bonus_signal!r}")
     if c.ratio_to not in ("own", "generator"): raise ValueError(f"ratio_to must be 'own' or 'generator', got {c.ratio_to!r}")
     if c.train_on not in ("all", "own"): raise ValueError(f"train_on must be 'all' or 'own', got {c.train_on!r}")
     if c.behaviour_weight not in ("none", "truncated"):

@@ -423,7 +423,7 @@ def _replay(job: ReplayJob) -> dict:
     sandbox = job.executor if job.executor is not None else open_executor(cfg)   # your sandbox section, its budget and clock the run's
     try:
         state.sandbox = sandbox
-        eg = epoch_groups(state)
+        eg = epoch_groups(state, epoch)
     finally:
         if job.executor is None: sandbox.close()
     n_rollouts = check_reproduced(eg, job.logged, epoch)

@@ -194,6 +194,8 @@ def _start_worker(cfg: TrainConfig, path: Path, resume: bool, threads: int) -> s
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
     log = open_append(_log_path(path))
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")   # a study logs when each run started
+    log.write(f"# {'resumed' if resume else 'started'} {now} with {threads} torch thread(s)\n"); log.flush()
     proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(spec), str(path), "1" if resume else "0", str(threads),
                              str(os.getpid())],
                             stdout=log, stderr=subprocess.STDOUT, env=env)

@@ -22,7 +22,9 @@ from .puct import PUCTSampler
 from .streaming import StreamingHistory, history_value
 from .tasks import Task, get_task
 from .tracking import check_report_to, open_tracker, run_name
-from .update import GroupUpdate, group_advantages, make_optimizers, max_principal_cosine, update_epoch
+from .update import (GroupUpdate, bonus_signals, epoch_generator, group_advantages, make_optimizers, max_principal_cosine,
+                          update_epoch)
+from .families import label_family
 from .best import note_epoch, restore_best
 _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 63_checkpoint's, importable from here as before
 
@@ -134,6 +136,7 @@ class EpochGroups:
 # %% ../nbs/25_trainer.ipynb #8e4b6a2d
 def epoch_groups(
     state: RunState,   # the run; its rollout counter, sampler and gate history advance
+    epoch: int,        # the epoch (0-based): seeds the shuffled-MI control's permutations (epoch_generator)
 ) -> EpochGroups:
     "Steps 1-5 of Algorithm 1: PUCT parents, generation, verification, all-adapter scoring (the gate's history gets each rollout), advantages."
     s, cfg = state, state.cfg
@@ -154,8 +157,12 @@ def epoch_groups(
     if stream is not None:
         for g, sc in zip(groups, scores): s.history.add(history_value(sc.token_mi, g.think_mask.to(sc.token_mi.device), stream))
     t3 = time.perf_counter()
-    # 5. per group: entropic beta, leave-one-out and shaped advantages; constant groups dropped
-    advs = [group_advantages([e.reward for e in ev], sc.uncertainty, cfg.update) for ev, sc in zip(evals, scores)]
+    # 5. per group: entropic beta, leave-one-out and shaped advantages on the run's bonus signal (U_i, the paper's, unless a
+    #    control: 19_update); "rarity" labels every program of the epoch with the family rules the entropy metric uses
+    sig = cfg.update.bonus_signal
+    fams = [[label_family(s.task, e.code) if e.code else None for e in ev] for ev in evals] if sig == "rarity" else None
+    signals = bonus_signals(sig, [sc.uncertainty for sc in scores], fams, epoch_generator(cfg.seed, epoch))
+    advs = [group_advantages([e.reward for e in ev], u, cfg.update) for ev, u in zip(evals, signals)]
     return EpochGroups(parents, texts, groups, evals, scores, advs, dict(rollout=t1 - t0, verify=t2 - t1, score=t3 - t2))
 
 # %% ../nbs/25_trainer.ipynb #0a2ed1bd
@@ -167,7 +174,7 @@ def run_epoch(
     s, cfg, G = state, state.cfg, state.cfg.group_size
     t0, start = time.perf_counter(), s.counter
     # 1.-5. parents, generation, verification, scoring, advantages (epoch_groups)
-    eg = epoch_groups(s)
+    eg = epoch_groups(s, epoch)
     t3 = time.perf_counter()
     # 6. the update: per-adapter policy gradient over the kept rollouts, NNM, one optimiser step
     items = [GroupUpdate(g, sc, a["shaped"], a["keep"]) for g, sc, a in zip(eg.groups, eg.scores, eg.advs)]

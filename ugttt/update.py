@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from .advantage import entropic_beta, group_tensor, loo_advantages, shaped_advantages
+from .advantage import entropic_beta, group_tensor, loo_advantages, rarity_signal, shaped_advantages, shuffled_signal
 from .loss import (UPDATE_PRESETS, GroupPart, UpdateConfig, adapter_loss_term, adapter_pg_loss, clip_scale, kept_rollouts, kl_centre,
                         nnm_term, subsample_rows, training_rows)
 from .regularizer import nnm_loss
@@ -18,8 +18,9 @@ from .generation import Rollouts
 from .scores import RolloutScores, adapter_logprobs, ensemble_logprobs, routed_logprobs
 
 # %% auto #0
-__all__ = ['group_advantages', 'GroupUpdate', 'make_optimizers', 'policy_backward', 'group_backward', 'nnm_backward',
-           'epoch_rows', 'training_counts', 'clip_gradients', 'update_epoch', 'max_principal_cosine']
+__all__ = ['group_advantages', 'bonus_signals', 'epoch_generator', 'GroupUpdate', 'make_optimizers', 'policy_backward',
+           'group_backward', 'nnm_backward', 'epoch_rows', 'training_counts', 'clip_gradients', 'update_epoch',
+           'max_principal_cosine']
 
 # %% ../nbs/19_update.ipynb #c0921c26
 def group_advantages(
@@ -36,6 +37,31 @@ def group_advantages(
     total = [float(x) + cfg.mi_coef * float(y) for x, y in zip(rewards, U.tolist() if isinstance(U, Tensor) else U)]   # R_exec + alpha·U_i, logged
     return dict(entropic_beta=beta, advantages=A, shaped=shaped, keep=kept_rollouts(r, shaped, cfg.min_abs_advantage),
                 reward_total=total)
+
+# %% ../nbs/19_update.ipynb #4d9f1089
+def bonus_signals(
+    signal: str,                                # UpdateConfig.bonus_signal: "mi", "rarity" or "shuffled_mi"
+    U: list,                                    # per group, (G,) uncertainties U_i (RolloutScores.uncertainty)
+    families: list | None = None,               # per group, G family labels (None: a rollout without a program); "rarity" only
+    generator: torch.Generator | None = None,   # "shuffled_mi": draws one permutation per group, in group order
+) -> list:                                      # per group, (G,) what takes U_i's place in Eq. 4-6 ("mi": U itself)
+    "Per group, the per-rollout signal the bonus pays for: U_i (the paper), the epoch's family rarity, or U_i shuffled in the group."
+    if signal == "mi": return list(U)
+    if signal == "shuffled_mi":
+        if generator is None: raise ValueError("bonus_signal='shuffled_mi' needs a generator (epoch_generator(seed, epoch))")
+        return [shuffled_signal(u.detach().cpu() if isinstance(u, Tensor) else u, generator) for u in U]
+    if signal == "rarity":
+        if families is None or [len(f) for f in families] != [len(u) for u in U]:
+            raise ValueError("bonus_signal='rarity' needs one family label per rollout of every group (None for a rollout without a program)")
+        return list(rarity_signal([f for group in families for f in group]).split([len(f) for f in families]))
+    raise ValueError(f"bonus_signal must be 'mi', 'rarity' or 'shuffled_mi', got {signal!r}")
+
+def epoch_generator(
+    seed: int,    # the run's seed (TrainConfig.seed)
+    epoch: int,   # the epoch (0-based)
+) -> torch.Generator:
+    "A generator for one epoch's control draws, from the run's seed and the epoch alone: the sampler's stream is untouched."
+    return torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**63)
 
 # %% ../nbs/19_update.ipynb #f9fd02cf
 @dataclass
