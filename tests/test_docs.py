@@ -70,7 +70,7 @@ def test_a_results_page_says_how_it_is_regenerated():
     assert B.result_source("mechanism_stable_b") == ("mechanism_stable_b", "make mechanism-stable-b")
     assert B.result_source("mechanism") == ("mechanism", "make mechanism") and B.result_source("README") is None
     pre = B.result_preamble("table1")
-    assert "`make table1`" in pre and "![figure2](figure2.png)" in pre and "index.ipynb#table-1-on-a-laptop" in pre
+    assert "`make table1`" in pre and "![figure2](figure2.png)" in pre and "(../table1-on-a-laptop.md)" in pre
     pages = ["docs/results/mechanism.md", "docs/results/table2.md", "docs/results/mechanism_stable_b.md", "docs/results/table1.md"]
     assert sorted(pages, key=B._paper_first)[:2] == ["docs/results/table1.md", "docs/results/table2.md"]
 

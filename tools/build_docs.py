@@ -248,7 +248,7 @@ def result_source(stem: str) -> tuple[str, str] | None:
     return nb, f"make {nb.replace('_', '-')}" if nb.replace("_", "-") in targets else "make reproduce"
 
 
-RESULT_FIGURES = {"table1": ("figure2", "the README's section \"Table 1 on a laptop\"", "../../index.ipynb#table-1-on-a-laptop")}   # page -> (its figure, where it is read)
+RESULT_FIGURES = {"table1": ("figure2", "Table 1 on a laptop", "../table1-on-a-laptop.md")}   # page -> (its figure, the docs page that reads it)
 
 def result_preamble(stem: str) -> str:
     "What a results page says above its table: the command and notebook that regenerate it, its files, and its reading and figure where it has them."
