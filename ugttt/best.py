@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from .checks import is_int, printable, quote
 from .rundir import RunDirError, append_jsonl, numbered_records, write_atomic
-from .tasks import TASK_NAMES, State, Task
+from .tasks import TASK_NAMES, State, Task, check_received_task
 
 # %% auto #0
 __all__ = ['BEST_DIR', 'BEST_LOG', 'KEEP', 'STDOUT_KEPT', 'DRAWERS', 'MAX_BUDGET_S', 'best_record', 'update_hall',
@@ -310,9 +310,8 @@ def best_command(
     cfg = read_json(run_dir / CONFIG, CONFIG_MAX_BYTES)
     name = cfg.get("task") if isinstance(cfg, dict) else None
     if not isinstance(name, str): raise ValueError(f"{run_dir / CONFIG} names no task")
-    if name not in TASK_NAMES and name != task:
-        raise ValueError(f"the run's task {quote(name, 80)} is not a built-in task, and --task does not name it; "
-                         f"ugttt best imports only a built-in task or the one named on the command line")
+    check_received_task(name, task, "the run's task {task} is not a built-in task, and --task does not name it; "
+                        "ugttt best imports only a built-in task or the one named on the command line")
     budget, clock = cfg.get("budget_s", 10.0), cfg.get("budget_clock", "cpu")
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET_S or clock not in ("cpu", "wall"):
         raise ValueError(f"{run_dir / CONFIG}: budget_s must be a number in (0, {MAX_BUDGET_S:g}] and budget_clock 'cpu' or 'wall'")

@@ -22,14 +22,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
-from ..checks import check_int, is_int, patch_to
+from ..checks import check_int, is_int, patch_to, quote
 from ..prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, THINK_END, THINK_START, chat_prompt, compact_prompt
 from ..family_syntax import Rule   # the type of a task's family rules (re-exported by ugttt.families)
 from ..scoring import MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, Score
 
 # %% auto #0
 __all__ = ['MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'verifier_source', 'task_names', 'get_task',
-           'check_task', 'extract_program', 'program_source']
+           'check_task', 'check_received_task', 'extract_program', 'program_source']
 
 # %% ../../nbs/30_tasks.ipynb #dccf75f3
 MAX_PROGRAM_CHARS = 200_000              # longer programs are refused unsent: a whole 32k-token completion is ~130k characters
@@ -326,6 +326,16 @@ def _check_defaults(
     if not (isinstance(task.winning_motifs, tuple) and all(isinstance(m, str) for m in task.winning_motifs)):
         raise bad("winning_motifs", "must be a tuple of rule names")
     if task.corpus is not None and not isinstance(task.corpus, CorpusSpec): raise bad("corpus", "must be None or a CorpusSpec")
+
+# %% ../../nbs/30_tasks.ipynb #85da40fc
+def check_received_task(
+    stored,              # the task a received run's config names: data, never imported here
+    named: str | None,   # the task named on the command line (--task) or in the call (task=); None: none named
+    refusal: str,        # the command's one-line refusal, with {task} where the run's task goes (quoted)
+) -> str:                # stored, which may now be resolved (get_task)
+    "The run's task when it is a built-in task or the one you named; ValueError(refusal) otherwise, nothing imported."
+    if isinstance(stored, str) and (stored in task_names() or stored == named): return stored
+    raise ValueError(refusal.format(task=quote(stored, 80)))
 
 # %% ../../nbs/30_tasks.ipynb #e8733fd6
 _PYTHON_BLOCK = re.compile(r"```python[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", re.DOTALL)   # body ends at a fence opening a line
