@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 from .checks import is_int, printable, quote
 from .rundir import RunDirError, append_jsonl, numbered_records, write_atomic
-from .tasks import TASK_NAMES, State, Task, check_received_task
+from .tasks import State, Task, check_received_task
 
 # %% auto #0
-__all__ = ['BEST_DIR', 'BEST_LOG', 'KEEP', 'STDOUT_KEPT', 'DRAWERS', 'MAX_BUDGET_S', 'best_record', 'update_hall',
-           'write_best_dir', 'note_epoch', 'read_best', 'restore_best', 'draw_packing', 'draw_autocorrelation',
-           'draw_overlap', 'drawer_of', 'top_programs', 'reverify', 'write_best_files', 'format_best', 'best_command']
+__all__ = ['BEST_DIR', 'BEST_LOG', 'KEEP', 'STDOUT_KEPT', 'MAX_BUDGET_S', 'best_record', 'update_hall', 'write_best_dir',
+           'note_epoch', 'read_best', 'restore_best', 'top_programs', 'reverify', 'write_best_files', 'format_best',
+           'best_command']
 
 # %% ../nbs/70_best.ipynb #68520023
 BEST_DIR, BEST_LOG = "best", "best.jsonl"   # in the run directory: the best program's files, and every program that entered the best KEEP
@@ -140,80 +140,6 @@ def restore_best(
     elif dest.is_dir() and not dest.is_symlink(): shutil.rmtree(dest)
     return hall
 
-# %% ../nbs/70_best.ipynb #aca28451
-def draw_packing(
-    construction,   # (26, 3) circles [x, y, r], as score_cp26 returns them
-    fig,            # a matplotlib figure
-) -> None:
-    "The circles of a packing in the unit square, with the sum of radii."
-    from matplotlib.patches import Circle, Rectangle
-    c = np.asarray(construction, dtype=float)                    # (n, 3)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.add_patch(Rectangle((0, 0), 1, 1, fill=False, lw=1.2, color="k"))
-    for x, y, r in c: ax.add_patch(Circle((x, y), r, fill=True, alpha=0.35, color="#7570b3", lw=0.8, ec="#3f3a8c"))
-    ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal", xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
-           title=f"{len(c)} circles, sum of radii {c[:, 2].sum():.6f}")
-
-# %% ../nbs/70_best.ipynb #5a22f528
-def _step_axes(fig, x0: float, x1: float, values, label: str):
-    "Two stacked axes: a step function of `values` on [x0, x1], and the axes below it (returned)."
-    top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
-    v = np.asarray(values, dtype=float)                          # (n,)
-    edges = np.linspace(x0, x1, len(v) + 1)
-    top.stairs(v, edges, color="#7570b3", fill=True, alpha=0.5)
-    top.set(xlim=(x0, x1), ylabel=label, title=f"{len(v)} steps")
-    return bottom
-
-def draw_autocorrelation(
-    construction,   # (n,) step heights of f on [-1/4, 1/4], as score_ac1 / score_ac2 return them
-    fig,            # a matplotlib figure
-    task: str = "ac1",   # "ac1": the bound C1 = max of f*f over (int f)^2; "ac2": C2 from the norms of f*f
-) -> None:
-    "The step function f and its autoconvolution f*f, normalised as the task's bound reads it."
-    from ugttt.scoring import full_convolution
-    from ugttt.tasks.ac1 import c1_upper_bound
-    from ugttt.tasks.ac2 import c2_lower_bound
-    a = np.asarray(construction, dtype=float)                    # (n,)
-    ax = _step_axes(fig, -0.25, 0.25, a, "f")
-    n = len(a)
-    conv = full_convolution(a, a)                                # (2n - 1,) knots of f*f on [-1/2, 1/2]
-    x = np.linspace(-0.5, 0.5, 2 * n + 1)[1:-1]
-    if task == "ac1":
-        y, name, value = 2 * n * conv / a.sum() ** 2, "C1", c1_upper_bound(a)   # max y = C1
-        ax.axhline(value, color="#d95f02", ls="--", lw=1)
-    else: y, name, value = conv / conv.max(), "C2", c2_lower_bound(a)
-    ax.plot(x, y, color="#1b9e77", lw=1)
-    ax.set(xlim=(-0.5, 0.5), xlabel="x", ylabel="f*f" + (" (scaled: max = C1)" if task == "ac1" else " / max"),
-           title=f"{name} = {value:.6f}")
-
-# %% ../nbs/70_best.ipynb #1548facf
-def draw_overlap(
-    construction,   # (n,) values of h on [0, 2], as score_erdos returns them
-    fig,            # a matplotlib figure
-) -> None:
-    "The step function h and its overlap M(k) over the shifts k, whose maximum is C5."
-    from ugttt.scoring import full_convolution
-    from ugttt.tasks.erdos import c5_upper_bound
-    h = np.asarray(construction, dtype=float)                    # (n,)
-    ax = _step_axes(fig, 0.0, 2.0, h, "h")
-    n = len(h)
-    m = full_convolution(h, (1 - h)[::-1]) * (2.0 / n)           # (2n - 1,) M at the shifts k = -2 .. 2
-    k = np.linspace(-2, 2, 2 * n + 1)[1:-1]
-    ax.plot(k, m, color="#1b9e77", lw=1); ax.axhline(c5_upper_bound(h), color="#d95f02", ls="--", lw=1)
-    ax.set(xlim=(-2, 2), xlabel="shift k", ylabel="overlap M(k)", title=f"C5 = max M = {c5_upper_bound(h):.6f}")
-
-DRAWERS = dict(cp26=draw_packing, ac1=lambda c, fig: draw_autocorrelation(c, fig, "ac1"),
-               ac2=lambda c, fig: draw_autocorrelation(c, fig, "ac2"), erdos=draw_overlap)   # the built-in tasks' drawers
-
-# %% ../nbs/70_best.ipynb #dc152ffa
-def drawer_of(
-    task: Task,   # a task (a built-in, or your own)
-):                # draw(construction, fig), or None
-    "The drawer of a task: its own draw hook, else the built-in's (for the registered built-in object itself), else None."
-    if task.draw is not None: return task.draw
-    from ugttt.tasks import get_task
-    return DRAWERS.get(task.name) if task.name in TASK_NAMES and get_task(task.name) is task else None
-
 # %% ../nbs/70_best.ipynb #bb78336b
 def top_programs(
     records: list,   # best.jsonl's records (read_best)
@@ -238,7 +164,7 @@ def reverify(
 def _figure(draw, construction, stem: Path) -> str | None:
     "Draw a construction to stem.png and stem.pdf; the reason in words when the drawer fails, else None."
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(6, 6) if draw is draw_packing else (8, 5))
+    fig = Figure(figsize=(8, 5))                                 # the task's hook may resize it
     try:
         draw(construction, fig); fig.tight_layout()
         for suffix in (".png", ".pdf"): fig.savefig(stem.with_suffix(suffix), dpi=120)
@@ -255,7 +181,7 @@ def write_best_files(
     out = Path(out)
     if out.exists() or out.is_symlink(): raise FileExistsError(f"{out} exists; ugttt best writes a new folder and never overwrites")
     out.mkdir(parents=True)
-    draw, written = drawer_of(task), []
+    draw, written = task.draw, []
     for k, (row, rec) in enumerate(zip(rows, records), 1):
         d = out / str(k); d.mkdir()
         c = row["evaluation"].construction if row["correct"] else rec["construction"]

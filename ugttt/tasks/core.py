@@ -28,8 +28,8 @@ from ..family_syntax import Rule   # the type of a task's family rules (re-expor
 from ..scoring import MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, Score
 
 # %% auto #0
-__all__ = ['MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'verifier_source', 'task_names', 'get_task',
-           'check_task', 'check_received_task', 'extract_program', 'program_source']
+__all__ = ['MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'step_axes', 'verifier_source', 'task_names',
+           'get_task', 'check_task', 'check_received_task', 'extract_program', 'program_source']
 
 # %% ../../nbs/30_tasks.ipynb #dccf75f3
 MAX_PROGRAM_CHARS = 200_000              # longer programs are refused unsent: a whole 32k-token completion is ~130k characters
@@ -103,7 +103,7 @@ class Task:
     admission_lengths: tuple | None = field(default=None, repr=False)   # (min, max) entries admitted to the PUCT buffer; None: any
     winning_motifs: tuple = field(default=(), repr=False)          # names of the rules that make up the paper's winning motif (App. G)
     corpus: CorpusSpec | None = field(default=None, repr=False, compare=False)   # the embedded model's corpus programs; None: none
-    draw: Callable | None = field(default=None, repr=False, compare=False)   # draw(construction, fig): a construction drawn by `ugttt best`; None: the built-ins' own, else no figure
+    draw: Callable | None = field(default=None, repr=False, compare=False)   # draw(construction, fig): a construction drawn by `ugttt best`; None: no figure
 
     def score(self,
               result,                           # what the program returned (plain data)
@@ -115,6 +115,21 @@ class Task:
         if timeout_s is None or self.trusted_scorer:   # a trusted scorer (the built-ins') is bounded
             return _scored(self, result, strict)
         return _score_in_child(self, result, strict, timeout_s, clock)
+
+# %% ../../nbs/30_tasks.ipynb #6441e89a
+def step_axes(
+    fig,            # a matplotlib figure
+    x0: float,      # where the steps start
+    x1: float,      # where they end
+    values,         # (n,) the step heights
+    label: str,     # the step function's name, on its y axis
+):                  # the lower axes, for the draw hook to fill
+    "Two stacked axes for a draw hook: the step function of `values` on [x0, x1] on top; the axes below it returned."
+    top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
+    v = np.asarray(values, dtype=float)                          # (n,)
+    top.stairs(v, np.linspace(x0, x1, len(v) + 1), color="#7570b3", fill=True, alpha=0.5)
+    top.set(xlim=(x0, x1), ylabel=label, title=f"{len(v)} steps")
+    return bottom
 
 # %% ../../nbs/30_tasks.ipynb #f795ddc9
 def _check_score(
