@@ -5,7 +5,7 @@
 # %% ../../nbs/35_task_ac1.ipynb #184aa1e9
 from __future__ import annotations
 import numpy as np
-from ..scoring import Score, as_float_array, full_convolution, clipped_heights
+from ..scoring import MAX_ENTRIES, Score, as_float_array, full_convolution, clipped_heights
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_genetic, uses_gradient, uses_scipy_min, uses_sqrt_2n
 from ..corpus import sig_digits, templates
 from .core import CorpusSpec, Task, step_axes
@@ -117,5 +117,5 @@ TASK = Task(
     scorer=score_ac1, root=uniform_heights, helpers=(as_float_array, full_convolution, clipped_heights, c1_upper_bound),
     aliases=("evaluate_sequence = c1_upper_bound",),
     trusted_scorer=True, family_rules=AC1_RULES, winning_motifs=('sqrt_2n_analytic',), streams_by_default=True,
-    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000), draw=draw_ac1,
+    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000), max_entries=MAX_ENTRIES, draw=draw_ac1,
     corpus=CorpusSpec(0, ac1_params, "templates/ac1"))

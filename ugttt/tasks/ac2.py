@@ -5,7 +5,7 @@
 # %% ../../nbs/36_task_ac2.ipynb #138600ca
 from __future__ import annotations
 import numpy as np
-from ..scoring import Score, as_float_array, full_convolution, clipped_heights
+from ..scoring import MAX_ENTRIES, Score, as_float_array, full_convolution, clipped_heights
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, LOCAL_METHODS, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_gradient, uses_scipy_minimize
 from .ac1 import REFERENCE_AC_SEED, uniform_heights
 from ..corpus import sig_digits, templates
@@ -116,5 +116,5 @@ TASK = Task(
     aliases=("evaluate_sequence = c2_lower_bound",),
     trusted_scorer=True, family_rules=AC2_RULES,
     winning_motifs=('diff_evo', 'gradient_based/method', 'gradient_based/gradient', 'gradient_based/minimize'),
-    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000), draw=draw_ac2,
+    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000), max_entries=MAX_ENTRIES, draw=draw_ac2,
     corpus=CorpusSpec(1, ac2_params, "templates/ac2"))

@@ -103,6 +103,7 @@ class Task:
     admission_lengths: tuple | None = field(default=None, repr=False)   # (min, max) entries admitted to the PUCT buffer; None: any
     winning_motifs: tuple = field(default=(), repr=False)          # names of the rules that make up the paper's winning motif (App. G)
     corpus: CorpusSpec | None = field(default=None, repr=False, compare=False)   # the embedded model's corpus programs; None: none
+    max_entries: int | None = field(default=None, repr=False)      # the most numbers a valid construction holds (cp26: 26 x 3); None: not stated
     draw: Callable | None = field(default=None, repr=False, compare=False)   # draw(construction, fig): a construction drawn by `ugttt best`; None: no figure
 
     def score(self,
@@ -156,6 +157,8 @@ def _check_score(
             return bad(f"returned a construction that is not an array of numbers ({type(e).__name__}: {str(e)[:200]})")
         if a.ndim == 0 or not np.isfinite(a).all():
             return bad("returned a construction that is not a list of finite numbers")
+        if task.max_entries is not None and a.size > task.max_entries:
+            return bad(f"returned a construction of {a.size:,} numbers, more than its max_entries ({task.max_entries:,})")
         c = a.tolist()                          # plain floats: injected with repr, written to checkpoints as JSON
     return Score(True, nums["bound"], nums["reward"], None, c)
 
@@ -308,6 +311,7 @@ def check_task(
     if not callable(task.scorer): raise bad("scorer", "must be callable as scorer(result, strict) -> Score")
     if task.root is not None and not callable(task.root): raise bad("root", "must be None or callable as root(rng)")
     if task.draw is not None and not callable(task.draw): raise bad("draw", "must be None or callable as draw(construction, fig)")
+    if task.max_entries is not None and not is_int(task.max_entries, 1): raise bad("max_entries", f"must be None or an int >= 1, got {task.max_entries!r:.60}")
     if not (isinstance(task.helpers, tuple) and all(inspect.isfunction(h) for h in task.helpers)):
         raise bad("helpers", "must be a tuple of functions")
     if not (isinstance(task.aliases, tuple) and all(isinstance(a, str) for a in task.aliases)): raise bad("aliases", "must be a tuple of str")

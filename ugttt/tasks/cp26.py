@@ -143,5 +143,5 @@ TASK = Task(
     returns_short="(centers (26,2), radii (26,), sum_radii)", unit="circles", digits=6, warm_start=None,
     scorer=score_cp26, root=None, helpers=(as_float_array, validate_packing),
     trusted_scorer=True, family_rules=CP26_RULES, winning_motifs=('non_uniform_rows',), streams_by_default=True,
-    reference_percentile=25.0, draw=draw_packing,
+    reference_percentile=25.0, max_entries=26 * 3, draw=draw_packing,
     corpus=CorpusSpec(2, cp26_params, "templates/cp26"))

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import math
 import numpy as np
-from ..scoring import Score, as_float_array, full_convolution, triple_problem
+from ..scoring import MAX_ENTRIES, Score, as_float_array, full_convolution, triple_problem
 from ..families import Rule, has_gaussian, has_step_function
 from ..corpus import sig_digits, templates
 from .core import CorpusSpec, Task, step_axes
@@ -163,5 +163,6 @@ TASK = Task(
     scorer=score_erdos, root=random_overlap_step,
     helpers=(as_float_array, full_convolution, overlap_step_function, c5_upper_bound, verify_c5_solution),
     aliases=("evaluate_erdos_solution = verify_c5_solution",),
-    trusted_scorer=True, family_rules=ERDOS_RULES, winning_motifs=('fourier',), admission_lengths=(0, 1000), draw=draw_overlap,
+    trusted_scorer=True, family_rules=ERDOS_RULES, winning_motifs=('fourier',), admission_lengths=(0, 1000), max_entries=MAX_ENTRIES,
+    draw=draw_overlap,
     corpus=CorpusSpec(3, erdos_params, "templates/erdos"))
