@@ -84,7 +84,8 @@ def test_a_received_run_names_no_module_that_is_imported(run, tmp_path):
     (tmp_path / f"{mod}.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
     cfg = json.loads((sent / "config.json").read_text()); cfg["task"] = f"{mod}:TASK"
     (sent / "config.json").write_text(json.dumps(cfg))
-    p = subprocess.run([UGTTT, "best", str(sent), "--out", str(tmp_path / "o")], env={**ENV, "PYTHONPATH": str(tmp_path)},
+    path = os.pathsep.join(filter(None, [ENV.get("PYTHONPATH"), str(tmp_path)]))   # after the checkout under test, if any
+    p = subprocess.run([UGTTT, "best", str(sent), "--out", str(tmp_path / "o")], env={**ENV, "PYTHONPATH": path},
                        capture_output=True, text=True, cwd=tmp_path)
     test_eq(p.returncode, 2); assert "is not a built-in task, and --task does not name it" in p.stderr, p.stderr
     test_eq(marker.exists(), False)
