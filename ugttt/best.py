@@ -8,13 +8,14 @@ import json, math, os, shutil
 from pathlib import Path
 import numpy as np
 from .checks import is_int, printable, quote
-from .rundir import RunDirError, append_jsonl, numbered_records, write_atomic
-from .tasks import TASK_NAMES, State, Task
+from .rundir import RunDirError, append_jsonl, into_run, numbered_records, write_atomic
+from .scoring import MAX_ENTRIES
+from .tasks import MAX_PROGRAM_CHARS, State, Task, check_received_task
 
 # %% auto #0
-__all__ = ['BEST_DIR', 'BEST_LOG', 'KEEP', 'STDOUT_KEPT', 'DRAWERS', 'MAX_BUDGET_S', 'best_record', 'update_hall',
-           'write_best_dir', 'note_epoch', 'read_best', 'restore_best', 'draw_packing', 'draw_autocorrelation',
-           'draw_overlap', 'drawer_of', 'top_programs', 'reverify', 'write_best_files', 'format_best', 'best_command']
+__all__ = ['BEST_DIR', 'BEST_LOG', 'KEEP', 'STDOUT_KEPT', 'BEST_LINE_MAX_BYTES', 'MAX_BEST_RECORDS', 'MAX_BUDGET_S',
+           'best_record', 'update_hall', 'top_programs', 'write_best_dir', 'note_epoch', 'best_records', 'read_best',
+           'restore_best', 'reverify', 'write_best_files', 'format_best', 'best_command']
 
 # %% ../nbs/70_best.ipynb #68520023
 BEST_DIR, BEST_LOG = "best", "best.jsonl"   # in the run directory: the best program's files, and every program that entered the best KEEP
@@ -50,6 +51,16 @@ def update_hall(
     new = sorted(best.values(), key=_order)[:keep]
     entered = [r for r in new if any(r is c for c in candidates)]
     return new, sorted(entered, key=_order)
+
+# %% ../nbs/70_best.ipynb #327d7563
+def top_programs(
+    records,     # best.jsonl's records, any iterable (read_best, or best_records' one at a time)
+    top: int,    # how many distinct programs
+) -> list:       # the best `top` distinct programs, each its best record, best first
+    "The best `top` distinct programs of a run's records, duplicates by text folded, holding `top` records at a time."
+    hall = []
+    for rec in records: hall, _ = update_hall(hall, [rec], keep=top)   # as the trainer folds its epochs: the same hall
+    return hall
 
 # %% ../nbs/70_best.ipynb #d74b832e
 def write_best_dir(
@@ -92,37 +103,61 @@ def note_epoch(
     return new
 
 # %% ../nbs/70_best.ipynb #2bff4ebd
+BEST_LINE_MAX_BYTES = 12 * (MAX_PROGRAM_CHARS + STDOUT_KEPT) + 2 * 26 * MAX_ENTRIES + 4096
+# one best.jsonl line (12.9 MB): a program and its output, each character at most 12 bytes escaped (a surrogate pair),
+# and two constructions (its own, its parent's) of at most MAX_ENTRIES numbers of at most 26 bytes ("-2.2250738585072014e-308, ")
+MAX_BEST_RECORDS = 10_000 * KEEP
+# records in one best.jsonl: an epoch appends at most the KEEP programs that entered the best, so this is 10,000 epochs
+# that each improve on all KEEP; the paper's runs have 6 epochs, the mechanism study 20
 _NUMS = (int, float)
 
-def _check_record(path, n: int, rec: dict) -> dict:
-    "A best.jsonl record as written (best_record); RunDirError naming the file and line otherwise."
+def _finite(v) -> bool:
+    "Whether v is a JSON number that a float holds and is finite (a 400-digit integer is not: float() overflows)."
+    if isinstance(v, bool) or not isinstance(v, _NUMS): return False
+    try: return math.isfinite(v)
+    except OverflowError: return False
+
+def _check_record(
+    path,                           # best.jsonl, for the message
+    n: int,                         # the line's number, for the message
+    rec: dict,                      # the record as parsed
+    max_entries: int | None = None, # the most numbers a construction of the run's task holds (Task.max_entries); None: not checked
+) -> dict:                          # rec
+    "A best.jsonl record as written (best_record), within its bounds; RunDirError naming the file, the line and the field otherwise."
     bad = lambda why: RunDirError(f"{path} line {n}: {why}; not a record the trainer writes")
     for k in ("epoch", "group", "rollout", "adapter"):
         if not is_int(rec.get(k), 0): raise bad(f"{k} must be an int >= 0, got {quote(rec.get(k), 40)}")
-    r, b = rec.get("reward"), rec.get("bound")
-    if isinstance(r, bool) or not isinstance(r, _NUMS) or not math.isfinite(r): raise bad(f"reward must be a finite number, got {quote(r, 40)}")
-    if b is not None and (isinstance(b, bool) or not isinstance(b, _NUMS) or not math.isfinite(b)): raise bad("bound must be a finite number or null")
-    for k in ("program", "stdout", "bound_name"):
-        if not isinstance(rec.get(k), str): raise bad(f"{k} must be a string")
+    if not _finite(rec.get("reward")): raise bad(f"reward must be a finite number, got {quote(rec.get('reward'), 40)}")
+    if rec.get("bound") is not None and not _finite(rec["bound"]): raise bad(f"bound must be a finite number or null, got {quote(rec['bound'], 40)}")
+    for k, most in (("program", MAX_PROGRAM_CHARS), ("stdout", STDOUT_KEPT), ("bound_name", 200)):
+        if not isinstance(rec.get(k), str) or len(rec[k]) > most: raise bad(f"{k} must be a string of at most {most:,} characters")
     for k in ("construction", "parent_construction"):
-        c = rec.get(k)
-        if c is not None and not (isinstance(c, list) and np.isfinite(np.asarray(c, dtype=float)).all()):
-            raise bad(f"{k} must be a list of finite numbers or null")
+        if (c := rec.get(k)) is None: continue
+        try: a = np.asarray(c, dtype=float) if isinstance(c, list) else None
+        except (TypeError, ValueError, OverflowError): a = None          # not numbers, ragged, or past a float's range
+        if a is None or not np.isfinite(a).all(): raise bad(f"{k} must be a list of finite numbers or null")
+        if max_entries is not None and a.size > max_entries:
+            raise bad(f"{k} holds {a.size:,} numbers, more than the {max_entries:,} a construction of the run's task holds")
     return rec
+
+def best_records(
+    run_dir,                          # a run directory (may be received from elsewhere: read as data)
+    last_epoch: int | None = None,    # only records of epochs up to this one; None: all
+    max_entries: int | None = None,   # the most numbers a construction of the run's task holds; None: not checked
+):                                    # yields (the line's bytes, its record), in file order
+    "The records of a run's best.jsonl one at a time, each checked: at most BEST_LINE_MAX_BYTES a line, MAX_BEST_RECORDS in all."
+    path = Path(run_dir) / BEST_LOG
+    for k, (n, line, rec) in enumerate(numbered_records(path, BEST_LINE_MAX_BYTES), 1):
+        if k > MAX_BEST_RECORDS: raise RunDirError(f"{path} holds more than {MAX_BEST_RECORDS:,} records, more than any run writes")
+        rec = _check_record(path, n, rec, max_entries)
+        if last_epoch is None or rec["epoch"] <= last_epoch: yield line, rec
 
 def read_best(
     run_dir,                    # a run directory (may be received from elsewhere: read as data)
     last_epoch: int | None = None,   # keep only records of epochs up to this one; None: all
 ) -> list:                      # the records, in file order
-    "The records of a run's best.jsonl, each checked; [] when the run has none."
-    path = Path(run_dir) / BEST_LOG
-    out = []
-    for n, _, rec in numbered_records(path):
-        try: rec = _check_record(path, n, rec)
-        except RunDirError: raise
-        except (TypeError, ValueError): raise RunDirError(f"{path} line {n}: a construction that is not numbers") from None
-        if last_epoch is None or rec["epoch"] <= last_epoch: out.append(rec)
-    return out
+    "The records of a run's best.jsonl, each checked (best_records); [] when the run has none."
+    return [rec for _, rec in best_records(run_dir, last_epoch)]
 
 # %% ../nbs/70_best.ipynb #4d592b31
 def restore_best(
@@ -131,97 +166,15 @@ def restore_best(
 ) -> list:             # the hall as it was after last_epoch
     "Drop best.jsonl's records after the checkpoint, rebuild the hall from the rest, and rewrite best/ (or remove it)."
     run_dir = Path(run_dir)
-    kept = read_best(run_dir, last_epoch)
-    if (run_dir / BEST_LOG).exists():
-        write_atomic(run_dir / BEST_LOG, "".join(json.dumps(r, allow_nan=False) + "\n" for r in kept))
-    hall, _ = update_hall([], kept)
+    hall = top_programs((rec for _, rec in best_records(run_dir, last_epoch)), KEEP)   # every record checked before the log is replaced
+    if (run_dir / BEST_LOG).exists():                                                  # the kept lines, byte for byte, streamed
+        write_atomic(run_dir / BEST_LOG, lambda f: f.writelines(line for line, _ in best_records(run_dir, last_epoch)))
     dest = run_dir / BEST_DIR
     if hall: write_best_dir(run_dir, hall[0])
     elif dest.is_dir() and not dest.is_symlink(): shutil.rmtree(dest)
     return hall
 
-# %% ../nbs/70_best.ipynb #aca28451
-def draw_packing(
-    construction,   # (26, 3) circles [x, y, r], as score_cp26 returns them
-    fig,            # a matplotlib figure
-) -> None:
-    "The circles of a packing in the unit square, with the sum of radii."
-    from matplotlib.patches import Circle, Rectangle
-    c = np.asarray(construction, dtype=float)                    # (n, 3)
-    ax = fig.add_subplot(1, 1, 1)
-    ax.add_patch(Rectangle((0, 0), 1, 1, fill=False, lw=1.2, color="k"))
-    for x, y, r in c: ax.add_patch(Circle((x, y), r, fill=True, alpha=0.35, color="#7570b3", lw=0.8, ec="#3f3a8c"))
-    ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal", xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
-           title=f"{len(c)} circles, sum of radii {c[:, 2].sum():.6f}")
-
-# %% ../nbs/70_best.ipynb #5a22f528
-def _step_axes(fig, x0: float, x1: float, values, label: str):
-    "Two stacked axes: a step function of `values` on [x0, x1], and the axes below it (returned)."
-    top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
-    v = np.asarray(values, dtype=float)                          # (n,)
-    edges = np.linspace(x0, x1, len(v) + 1)
-    top.stairs(v, edges, color="#7570b3", fill=True, alpha=0.5)
-    top.set(xlim=(x0, x1), ylabel=label, title=f"{len(v)} steps")
-    return bottom
-
-def draw_autocorrelation(
-    construction,   # (n,) step heights of f on [-1/4, 1/4], as score_ac1 / score_ac2 return them
-    fig,            # a matplotlib figure
-    task: str = "ac1",   # "ac1": the bound C1 = max of f*f over (int f)^2; "ac2": C2 from the norms of f*f
-) -> None:
-    "The step function f and its autoconvolution f*f, normalised as the task's bound reads it."
-    from ugttt.scoring import full_convolution
-    from ugttt.tasks.ac1 import c1_upper_bound
-    from ugttt.tasks.ac2 import c2_lower_bound
-    a = np.asarray(construction, dtype=float)                    # (n,)
-    ax = _step_axes(fig, -0.25, 0.25, a, "f")
-    n = len(a)
-    conv = full_convolution(a, a)                                # (2n - 1,) knots of f*f on [-1/2, 1/2]
-    x = np.linspace(-0.5, 0.5, 2 * n + 1)[1:-1]
-    if task == "ac1":
-        y, name, value = 2 * n * conv / a.sum() ** 2, "C1", c1_upper_bound(a)   # max y = C1
-        ax.axhline(value, color="#d95f02", ls="--", lw=1)
-    else: y, name, value = conv / conv.max(), "C2", c2_lower_bound(a)
-    ax.plot(x, y, color="#1b9e77", lw=1)
-    ax.set(xlim=(-0.5, 0.5), xlabel="x", ylabel="f*f" + (" (scaled: max = C1)" if task == "ac1" else " / max"),
-           title=f"{name} = {value:.6f}")
-
-# %% ../nbs/70_best.ipynb #1548facf
-def draw_overlap(
-    construction,   # (n,) values of h on [0, 2], as score_erdos returns them
-    fig,            # a matplotlib figure
-) -> None:
-    "The step function h and its overlap M(k) over the shifts k, whose maximum is C5."
-    from ugttt.scoring import full_convolution
-    from ugttt.tasks.erdos import c5_upper_bound
-    h = np.asarray(construction, dtype=float)                    # (n,)
-    ax = _step_axes(fig, 0.0, 2.0, h, "h")
-    n = len(h)
-    m = full_convolution(h, (1 - h)[::-1]) * (2.0 / n)           # (2n - 1,) M at the shifts k = -2 .. 2
-    k = np.linspace(-2, 2, 2 * n + 1)[1:-1]
-    ax.plot(k, m, color="#1b9e77", lw=1); ax.axhline(c5_upper_bound(h), color="#d95f02", ls="--", lw=1)
-    ax.set(xlim=(-2, 2), xlabel="shift k", ylabel="overlap M(k)", title=f"C5 = max M = {c5_upper_bound(h):.6f}")
-
-DRAWERS = dict(cp26=draw_packing, ac1=lambda c, fig: draw_autocorrelation(c, fig, "ac1"),
-               ac2=lambda c, fig: draw_autocorrelation(c, fig, "ac2"), erdos=draw_overlap)   # the built-in tasks' drawers
-
-# %% ../nbs/70_best.ipynb #dc152ffa
-def drawer_of(
-    task: Task,   # a task (a built-in, or your own)
-):                # draw(construction, fig), or None
-    "The drawer of a task: its own draw hook, else the built-in's (for the registered built-in object itself), else None."
-    if task.draw is not None: return task.draw
-    from ugttt.tasks import get_task
-    return DRAWERS.get(task.name) if task.name in TASK_NAMES and get_task(task.name) is task else None
-
 # %% ../nbs/70_best.ipynb #bb78336b
-def top_programs(
-    records: list,   # best.jsonl's records (read_best)
-    top: int,        # how many distinct programs
-) -> list:           # the best `top` distinct programs, each its best record, best first
-    "The best `top` distinct programs of a run's records, duplicates by text folded."
-    return update_hall([], records, keep=top)[0]
-
 def reverify(
     task: Task,             # the run's task
     rec: dict,              # a kept record
@@ -238,7 +191,7 @@ def reverify(
 def _figure(draw, construction, stem: Path) -> str | None:
     "Draw a construction to stem.png and stem.pdf; the reason in words when the drawer fails, else None."
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(6, 6) if draw is draw_packing else (8, 5))
+    fig = Figure(figsize=(8, 5))                                 # the task's hook may resize it
     try:
         draw(construction, fig); fig.tight_layout()
         for suffix in (".png", ".pdf"): fig.savefig(stem.with_suffix(suffix), dpi=120)
@@ -255,17 +208,19 @@ def write_best_files(
     out = Path(out)
     if out.exists() or out.is_symlink(): raise FileExistsError(f"{out} exists; ugttt best writes a new folder and never overwrites")
     out.mkdir(parents=True)
-    draw, written = drawer_of(task), []
+    draw, written = task.draw, []
     for k, (row, rec) in enumerate(zip(rows, records), 1):
         d = out / str(k); d.mkdir()
         c = row["evaluation"].construction if row["correct"] else rec["construction"]
         (d / "program.py").write_text(rec["program"] if rec["program"].endswith("\n") else rec["program"] + "\n")
         (d / "construction.json").write_text(json.dumps(None if c is None else np.asarray(c, dtype=float).tolist()))
-        why = None if draw is None or c is None else _figure(draw, c, d / "construction")
+        if not row["correct"]: drawing = "none: the program did not re-verify (construction.json holds the logged construction, not drawn)"
+        elif draw is None or c is None: drawing = "none: the task has no drawer" if draw is None else "none: the task's verifier returns no construction"
+        else: drawing = _figure(draw, c, d / "construction") or "construction.png, .pdf"
         meta = {k_: rec[k_] for k_ in ("epoch", "group", "rollout", "adapter", "bound_name")}
         (d / "result.json").write_text(json.dumps(dict(meta, logged_reward=rec["reward"],
             reward=row["reward"], bound=row["bound"], correct=row["correct"], reproduced=row["reproduced"],
-            verifier=row["error"] or "valid", drawing=why or ("none: the task has no drawer" if draw is None else "construction.png, .pdf")), indent=1))
+            verifier=row["error"] or "valid", drawing=drawing), indent=1))
         written.append(sorted(p.name for p in d.iterdir()))
     return written
 
@@ -275,7 +230,7 @@ def format_best(
     records: list,    # their records
     task: Task,       # the run's task
 ) -> str:             # a table, one line per program, and a line on what it means
-    "The re-verified programs as a table: rank, logged and recomputed reward, bound, verdict, origin."
+    "The re-verified programs as a table (rank, logged and recomputed reward, bound, verdict, origin), control characters escaped."
     head = f"{'rank':>4}  {'logged':>12}  {'now':>12}  {task.bound_name[:14]:>14}  {'verdict':<28}  epoch/group/rollout/adapter"
     lines = [head]
     for k, (row, rec) in enumerate(zip(rows, records), 1):
@@ -285,7 +240,7 @@ def format_best(
                      f"{rec['epoch']}/{rec['group']}/{rec['rollout']}/{rec['adapter']}")
     lines.append(f"reward: the training reward ({'1/' if task.direction == 'min' else ''}{task.bound_name}); now: recomputed "
                  "by running the program again in the sandbox against its parent's construction, with today's verifier")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))                     # control characters escaped, line by line
 
 # %% ../nbs/70_best.ipynb #a4a41c55
 MAX_BUDGET_S = 600.0   # the most a received run's budget_s may ask per program (seconds)
@@ -304,21 +259,20 @@ def best_command(
     if not is_int(top, 1, KEEP): raise ValueError(f"--top must be an int in [1, {KEEP}] (a run keeps its best {KEEP}), got {quote(top)}")
     if not (run_dir / CONFIG).is_file(): raise ValueError(f"{run_dir} holds no run (no {CONFIG})")
     out = Path(out) if out is not None else Path(f"{run_dir.resolve().name}-best")
-    if out.resolve() == run_dir.resolve() or run_dir.resolve() in out.resolve().parents:
-        raise ValueError(f"--out {out} is inside the run; ugttt best never writes into a run")
+    if (why := into_run(out, run_dir)) is not None:              # lexically, resolved, or through a link the run holds
+        raise ValueError(f"--out {out} is inside the run ({why}); ugttt best never writes into a run")
     if out.exists() or out.is_symlink(): raise FileExistsError(f"{out} exists; ugttt best writes a new folder and never overwrites")
     cfg = read_json(run_dir / CONFIG, CONFIG_MAX_BYTES)
     name = cfg.get("task") if isinstance(cfg, dict) else None
     if not isinstance(name, str): raise ValueError(f"{run_dir / CONFIG} names no task")
-    if name not in TASK_NAMES and name != task:
-        raise ValueError(f"the run's task {quote(name, 80)} is not a built-in task, and --task does not name it; "
-                         f"ugttt best imports only a built-in task or the one named on the command line")
+    check_received_task(name, task, "the run's task {task} is not a built-in task, and --task does not name it; "
+                        "ugttt best imports only a built-in task or the one named on the command line")
     budget, clock = cfg.get("budget_s", 10.0), cfg.get("budget_clock", "cpu")
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < budget <= MAX_BUDGET_S or clock not in ("cpu", "wall"):
         raise ValueError(f"{run_dir / CONFIG}: budget_s must be a number in (0, {MAX_BUDGET_S:g}] and budget_clock 'cpu' or 'wall'")
-    records = read_best(run_dir)
-    if not records: print(f"{run_dir} kept no program (no correct rollout, or a run from before ugttt kept its best)"); return 0
-    the_task, chosen = get_task(name), top_programs(records, top)
+    the_task = get_task(name)
+    chosen = top_programs((rec for _, rec in best_records(run_dir, max_entries=the_task.max_entries)), top)   # one line at a time
+    if not chosen: print(printable(f"{run_dir} kept no program (no correct rollout, or a run from before ugttt kept its best)")); return 0
     own = sandbox is None
     if own:
         from ugttt.sandbox import Sandbox
@@ -327,5 +281,5 @@ def best_command(
     finally:
         if own: sandbox.close()
     write_best_files(out, the_task, rows, chosen)
-    print(format_best(rows, chosen, the_task)); print(f"files: {out}/<rank>/ (program.py, construction.json, result.json, drawing)")
+    print(format_best(rows, chosen, the_task)); print(printable(f"files: {out}/<rank>/ (program.py, construction.json, result.json, drawing)"))
     return 0 if all(r["reproduced"] for r in rows) else 1

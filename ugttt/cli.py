@@ -11,7 +11,7 @@ from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS,
                           type_options)
 from .presets import make_config
 from .config_files import load_config
-from .tasks import TASK_NAMES
+from .tasks import TASK_NAMES, check_received_task
 
 # %% auto #0
 __all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'config_flags', 'parse_value', 'type_name', 'field_comments',
@@ -424,10 +424,9 @@ def check_resume_task(
     named: str | None,  # what --task named on the command line, or None
 ) -> None:
     "Refuse, in one line, a resume whose task is neither a built-in task nor the one --task names: nothing a run names is imported."
-    if task in TASK_NAMES or task == named: return
-    raise ValueError(f"--resume: the config names the task {quote(task, 80)}, which is not a built-in task, and --task does not "
-                     f"name it; a resume imports only a built-in task or the one named on the command line: add --task "
-                     f"{quote(task, 80)} if you trust that module")
+    check_received_task(task, named, "--resume: the config names the task {task}, which is not a built-in task, and --task "
+                        "does not name it; a resume imports only a built-in task or the one named on the command line: add "
+                        "--task {task} if you trust that module")
 
 # %% ../nbs/66_cli.ipynb #c1d1c0d4
 def main(argv: list[str] | None = None) -> int:

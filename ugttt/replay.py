@@ -18,7 +18,7 @@ from .rundir import (CONFIG, CONFIG_MAX_BYTES, METRICS, TRAJECTORIES, RunDirErro
 from .checkpoint import own_hyperparameters, load_checkpoint, saved_state
 from .loss import UpdateConfig
 from .policy import LoRAEnsemble, lm_head, adapter_state, adapter_tensors, adapters_off, last_hidden, trainable_groups
-from .tasks import Task, get_task, task_names
+from .tasks import Task, check_received_task, get_task
 from .trainer import EpochGroups, RunState, build_state, check_device, check_extras, epoch_groups, open_executor
 from .update import GroupUpdate, make_optimizers, update_epoch
 
@@ -246,10 +246,8 @@ def replay_task(
     "A replay's task: a built-in one, or the one you name, which must be the run's; otherwise ValueError in one line, nothing imported."
     if named is not None and named != stored:
         raise ValueError(f"the run's task is {quote(stored, 80)}, you named {quote(named, 80)}: a replay runs the run's own task")
-    if named is None and stored not in task_names():
-        raise ValueError(f"the run names the task {quote(stored, 80)}, which is not a built-in task: a replay imports no code a "
-                         f"run names; if you trust that module, name it yourself (task=, --task {quote(stored, 80)})")
-    return get_task(stored)
+    return get_task(check_received_task(stored, named, "the run names the task {task}, which is not a built-in task: a replay "
+                                        "imports no code a run names; if you trust that module, name it yourself (task=, --task {task})"))
 
 # %% ../nbs/69_replay.ipynb #12a8ff30
 def replay_config(

@@ -14,7 +14,7 @@ __all__ = ['CONFIG', 'METRICS', 'TRAJECTORIES', 'PUCT', 'CHECKPOINTS', 'LATEST',
            'LOG_LINE_MAX_BYTES', 'TRACKER_DIRS', 'EPOCH_KEYS', 'RunDirError', 'snapshot_path', 'checkpoint_path',
            'adapter_weights', 'checkpoint_files', 'open_regular', 'read_regular', 'read_json', 'log_lines',
            'parse_record', 'numbered_records', 'iter_jsonl', 'read_jsonl', 'append_jsonl', 'open_append',
-           'write_atomic', 'remove_temporaries', 'create_run', 'check_tree', 'read_latest', 'write_latest',
+           'write_atomic', 'remove_temporaries', 'create_run', 'check_tree', 'into_run', 'read_latest', 'write_latest',
            'check_checkpoint', 'LogsEditedError', 'log_digest', 'read_log_digest', 'check_log_digest', 'record_epoch',
            'check_logs', 'finished_epochs', 'keep_epochs']
 
@@ -122,17 +122,18 @@ def read_json(
 
 # %% ../nbs/61_rundir.ipynb #4c65d0f6
 def log_lines(
-    path,   # a JSON-lines file (may be missing)
-):          # yields (line number, its bytes); the last may lack its newline (a partial line)
-    "Each line of a log with its number, one at a time and each at most LOG_LINE_MAX_BYTES; a missing file has none."
+    path,                                # a JSON-lines file (may be missing)
+    max_bytes: int = LOG_LINE_MAX_BYTES, # the longest line the log can legitimately hold
+):                                       # yields (line number, its bytes); the last may lack its newline (a partial line)
+    "Each line of a log with its number, one at a time and each at most max_bytes; a missing file has none."
     try: f = open_regular(path)
     except FileNotFoundError: return
     with f:
         n = 0
-        while line := f.readline(LOG_LINE_MAX_BYTES + 1):
+        while line := f.readline(max_bytes + 1):
             n += 1
-            if len(line) > LOG_LINE_MAX_BYTES:
-                raise RunDirError(f"{path} line {n} is longer than {LOG_LINE_MAX_BYTES:,} bytes, more than any line a run writes")
+            if len(line) > max_bytes:
+                raise RunDirError(f"{path} line {n} is longer than {max_bytes:,} bytes, more than any line a run writes")
             yield n, line
 
 def parse_record(
@@ -150,10 +151,11 @@ def parse_record(
     return rec
 
 def numbered_records(
-    path,   # a JSON-lines file (may be missing)
-):          # yields (line number, its bytes, its record) of each complete, non-blank line
+    path,                                # a JSON-lines file (may be missing)
+    max_bytes: int = LOG_LINE_MAX_BYTES, # the longest line the log can legitimately hold (log_lines)
+):                                       # yields (line number, its bytes, its record) of each complete, non-blank line
     "The complete records of a log, one at a time with their line numbers and bytes; a partial last line is left out."
-    for n, line in log_lines(path):
+    for n, line in log_lines(path, max_bytes):
         if not line.endswith(b"\n"): return           # a crash's partial last line: not a record yet
         rec = parse_record(path, n, line)
         if rec is not None: yield n, line, rec
@@ -267,6 +269,23 @@ def check_tree(
             mode = p.lstat().st_mode
             if stat.S_ISLNK(mode): raise RunDirError(f"{p} is a symbolic link; a run directory holds no links (move it away)")
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)): raise RunDirError(f"{p} is {_kind(mode)}; a run directory holds only files and directories")
+
+# %% ../nbs/61_rundir.ipynb #0856a983
+def into_run(
+    path,       # a path about to be written, as given (relative to the working directory, or absolute)
+    run_dir,    # the run directory (its own path may be a link)
+) -> str | None:   # how the path reaches into the run, in words; None when it stays outside
+    "Whether a path reaches into a run: a component lexically in it, or a link leading into it, walked as the kernel walks it."
+    run, path = Path(run_dir).resolve(), Path(path)
+    inside = lambda p: p == run or run in p.parents
+    at = Path("/") if path.is_absolute() else Path.cwd()           # a real directory: getcwd resolves links
+    for part in path.parts[1 if path.is_absolute() else 0:]:
+        entry = at.parent if part == ".." else at / part             # the directory entry, where it really lies
+        if inside(entry): return f"{entry} lies in the run {run}"
+        try: at = entry.resolve()                                    # where it leads, when it is a link
+        except (OSError, RuntimeError): return f"{entry} is a link that cannot be followed"   # a loop (Python < 3.13)
+        if inside(at): return f"{entry} leads into the run, to {at}"
+    return None
 
 # %% ../nbs/61_rundir.ipynb #1a4ed01b
 _EPOCH_DIR = re.compile(r"epoch_\d{4,}")

@@ -5,13 +5,13 @@
 # %% ../../nbs/35_task_ac1.ipynb #184aa1e9
 from __future__ import annotations
 import numpy as np
-from ..scoring import Score, as_float_array, full_convolution, clipped_heights
+from ..scoring import MAX_ENTRIES, Score, as_float_array, full_convolution, clipped_heights
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_genetic, uses_gradient, uses_scipy_min, uses_sqrt_2n
 from ..corpus import sig_digits, templates
-from .core import CorpusSpec, Task
+from .core import CorpusSpec, Task, step_axes
 
 # %% auto #0
-__all__ = ['REFERENCE_AC_SEED', 'AC1_RULES', 'TASK', 'c1_upper_bound', 'score_ac1', 'uniform_heights', 'ac1_params']
+__all__ = ['REFERENCE_AC_SEED', 'AC1_RULES', 'TASK', 'c1_upper_bound', 'score_ac1', 'uniform_heights', 'ac1_params', 'draw_ac1']
 
 # %% ../../nbs/35_task_ac1.ipynb #b383e9ea
 def c1_upper_bound(
@@ -86,6 +86,20 @@ def ac1_params(
                     gens=int(rng.choice([20, 40, 60])), sigma=sig_digits(rng.uniform(0.02, 0.2), 2))
     raise KeyError(f"unknown AC1 template {template!r}; known: {sorted(templates('ac1'))}")
 
+# %% ../../nbs/35_task_ac1.ipynb #da856127
+def draw_ac1(
+    construction,   # (n,) step heights of f on [-1/4, 1/4], as score_ac1 returns them
+    fig,            # a matplotlib figure
+) -> None:
+    "The step function f and its autoconvolution f*f scaled so that its maximum is C1; ValueError, before drawing, for heights the verifier refuses."
+    a = clipped_heights(construction)                            # (n,), at most MAX_ENTRIES
+    ax = step_axes(fig, -0.25, 0.25, a, "f")
+    n, c1 = len(a), c1_upper_bound(a)
+    y = 2 * n * full_convolution(a, a) / a.sum() ** 2            # (2n - 1,) knots of f*f on [-1/2, 1/2]: max y = C1
+    ax.plot(np.linspace(-0.5, 0.5, 2 * n + 1)[1:-1], y, color="#1b9e77", lw=1)
+    ax.axhline(c1, color="#d95f02", ls="--", lw=1)
+    ax.set(xlim=(-0.5, 0.5), xlabel="x", ylabel="f*f (scaled: max = C1)", title=f"C1 = {c1:.6f}")
+
 # %% ../../nbs/35_task_ac1.ipynb #5594bcd6
 TASK = Task(
     name="ac1", entry_point="propose_candidate", direction="min", best_known=1.5028628982558263, target=1.5030,
@@ -103,5 +117,5 @@ TASK = Task(
     scorer=score_ac1, root=uniform_heights, helpers=(as_float_array, full_convolution, clipped_heights, c1_upper_bound),
     aliases=("evaluate_sequence = c1_upper_bound",),
     trusted_scorer=True, family_rules=AC1_RULES, winning_motifs=('sqrt_2n_analytic',), streams_by_default=True,
-    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000),
+    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000), max_entries=MAX_ENTRIES, draw=draw_ac1,
     corpus=CorpusSpec(0, ac1_params, "templates/ac1"))

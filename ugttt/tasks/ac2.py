@@ -5,14 +5,14 @@
 # %% ../../nbs/36_task_ac2.ipynb #138600ca
 from __future__ import annotations
 import numpy as np
-from ..scoring import Score, as_float_array, full_convolution, clipped_heights
+from ..scoring import MAX_ENTRIES, Score, as_float_array, full_convolution, clipped_heights
 from ..families import Rule, BASINHOPPING_RULE, GREEDY_LOCAL_RULE, LOCAL_METHODS, RANDOM_SEARCH_RULE, SIM_ANNEAL_RULE, uses_diff_evo, uses_gradient, uses_scipy_minimize
 from .ac1 import REFERENCE_AC_SEED, uniform_heights
 from ..corpus import sig_digits, templates
-from .core import CorpusSpec, Task
+from .core import CorpusSpec, Task, step_axes
 
 # %% auto #0
-__all__ = ['AC2_RULES', 'TASK', 'c2_lower_bound', 'score_ac2', 'ac2_params']
+__all__ = ['AC2_RULES', 'TASK', 'c2_lower_bound', 'score_ac2', 'ac2_params', 'draw_ac2']
 
 # %% ../../nbs/36_task_ac2.ipynb #2f3d996b
 def c2_lower_bound(
@@ -87,6 +87,18 @@ def ac2_params(
                     off=sig_digits(rng.uniform(0, 2), 2))
     raise KeyError(f"unknown AC2 template {template!r}; known: {sorted(templates('ac2'))}")
 
+# %% ../../nbs/36_task_ac2.ipynb #493649c0
+def draw_ac2(
+    construction,   # (n,) step heights of f, as score_ac2 returns them
+    fig,            # a matplotlib figure
+) -> None:
+    "The step function f and its autoconvolution f*f over its maximum, titled with C2; ValueError, before drawing, for heights the verifier refuses."
+    a = clipped_heights(construction)                            # (n,), at most MAX_ENTRIES
+    ax = step_axes(fig, -0.25, 0.25, a, "f")
+    n, conv = len(a), full_convolution(a, a)                     # (2n - 1,) knots of f*f on [-1/2, 1/2]
+    ax.plot(np.linspace(-0.5, 0.5, 2 * n + 1)[1:-1], conv / conv.max(), color="#1b9e77", lw=1)
+    ax.set(xlim=(-0.5, 0.5), xlabel="x", ylabel="f*f / max", title=f"C2 = {c2_lower_bound(a):.6f}")
+
 # %% ../../nbs/36_task_ac2.ipynb #30aa1e16
 TASK = Task(
     name="ac2", entry_point="construct_function", direction="max", best_known=0.9610210777840241, target=0.97,
@@ -104,5 +116,5 @@ TASK = Task(
     aliases=("evaluate_sequence = c2_lower_bound",),
     trusted_scorer=True, family_rules=AC2_RULES,
     winning_motifs=('diff_evo', 'gradient_based/method', 'gradient_based/gradient', 'gradient_based/minimize'),
-    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000),
+    fixed_root_seed=REFERENCE_AC_SEED, admission_lengths=(1000, 100_000), max_entries=MAX_ENTRIES, draw=draw_ac2,
     corpus=CorpusSpec(1, ac2_params, "templates/ac2"))

@@ -22,14 +22,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 import numpy as np
-from ..checks import check_int, is_int, patch_to
+from ..checks import check_int, is_int, patch_to, quote
 from ..prompts import COMPACT_PROGRAM_MARKER, STDOUT_TAIL_CHARS, THINK_END, THINK_START, chat_prompt, compact_prompt
 from ..family_syntax import Rule   # the type of a task's family rules (re-exported by ugttt.families)
 from ..scoring import MAX_ENTRIES, DIRECT_CONVOLUTION_MAX, Score
 
 # %% auto #0
-__all__ = ['MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'verifier_source', 'task_names', 'get_task',
-           'check_task', 'extract_program', 'program_source']
+__all__ = ['MAX_PROGRAM_CHARS', 'State', 'Evaluation', 'CorpusSpec', 'Task', 'step_axes', 'verifier_source', 'task_names',
+           'get_task', 'check_task', 'check_received_task', 'extract_program', 'program_source']
 
 # %% ../../nbs/30_tasks.ipynb #dccf75f3
 MAX_PROGRAM_CHARS = 200_000              # longer programs are refused unsent: a whole 32k-token completion is ~130k characters
@@ -103,7 +103,8 @@ class Task:
     admission_lengths: tuple | None = field(default=None, repr=False)   # (min, max) entries admitted to the PUCT buffer; None: any
     winning_motifs: tuple = field(default=(), repr=False)          # names of the rules that make up the paper's winning motif (App. G)
     corpus: CorpusSpec | None = field(default=None, repr=False, compare=False)   # the embedded model's corpus programs; None: none
-    draw: Callable | None = field(default=None, repr=False, compare=False)   # draw(construction, fig): a construction drawn by `ugttt best`; None: the built-ins' own, else no figure
+    max_entries: int | None = field(default=None, repr=False)      # the most numbers a valid construction holds (cp26: 26 x 3); None: not stated
+    draw: Callable | None = field(default=None, repr=False, compare=False)   # draw(construction, fig): a construction drawn by `ugttt best`; None: no figure
 
     def score(self,
               result,                           # what the program returned (plain data)
@@ -115,6 +116,21 @@ class Task:
         if timeout_s is None or self.trusted_scorer:   # a trusted scorer (the built-ins') is bounded
             return _scored(self, result, strict)
         return _score_in_child(self, result, strict, timeout_s, clock)
+
+# %% ../../nbs/30_tasks.ipynb #6441e89a
+def step_axes(
+    fig,            # a matplotlib figure
+    x0: float,      # where the steps start
+    x1: float,      # where they end
+    values,         # (n,) the step heights
+    label: str,     # the step function's name, on its y axis
+):                  # the lower axes, for the draw hook to fill
+    "Two stacked axes for a draw hook: the step function of `values` on [x0, x1] on top; the axes below it returned."
+    top, bottom = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
+    v = np.asarray(values, dtype=float)                          # (n,)
+    top.stairs(v, np.linspace(x0, x1, len(v) + 1), color="#7570b3", fill=True, alpha=0.5)
+    top.set(xlim=(x0, x1), ylabel=label, title=f"{len(v)} steps")
+    return bottom
 
 # %% ../../nbs/30_tasks.ipynb #f795ddc9
 def _check_score(
@@ -141,6 +157,8 @@ def _check_score(
             return bad(f"returned a construction that is not an array of numbers ({type(e).__name__}: {str(e)[:200]})")
         if a.ndim == 0 or not np.isfinite(a).all():
             return bad("returned a construction that is not a list of finite numbers")
+        if task.max_entries is not None and a.size > task.max_entries:
+            return bad(f"returned a construction of {a.size:,} numbers, more than its max_entries ({task.max_entries:,})")
         c = a.tolist()                          # plain floats: injected with repr, written to checkpoints as JSON
     return Score(True, nums["bound"], nums["reward"], None, c)
 
@@ -293,6 +311,7 @@ def check_task(
     if not callable(task.scorer): raise bad("scorer", "must be callable as scorer(result, strict) -> Score")
     if task.root is not None and not callable(task.root): raise bad("root", "must be None or callable as root(rng)")
     if task.draw is not None and not callable(task.draw): raise bad("draw", "must be None or callable as draw(construction, fig)")
+    if task.max_entries is not None and not is_int(task.max_entries, 1): raise bad("max_entries", f"must be None or an int >= 1, got {task.max_entries!r:.60}")
     if not (isinstance(task.helpers, tuple) and all(inspect.isfunction(h) for h in task.helpers)):
         raise bad("helpers", "must be a tuple of functions")
     if not (isinstance(task.aliases, tuple) and all(isinstance(a, str) for a in task.aliases)): raise bad("aliases", "must be a tuple of str")
@@ -326,6 +345,16 @@ def _check_defaults(
     if not (isinstance(task.winning_motifs, tuple) and all(isinstance(m, str) for m in task.winning_motifs)):
         raise bad("winning_motifs", "must be a tuple of rule names")
     if task.corpus is not None and not isinstance(task.corpus, CorpusSpec): raise bad("corpus", "must be None or a CorpusSpec")
+
+# %% ../../nbs/30_tasks.ipynb #85da40fc
+def check_received_task(
+    stored,              # the task a received run's config names: data, never imported here
+    named: str | None,   # the task named on the command line (--task) or in the call (task=); None: none named
+    refusal: str,        # the command's one-line refusal, with {task} where the run's task goes (quoted)
+) -> str:                # stored, which may now be resolved (get_task)
+    "The run's task when it is a built-in task or the one you named; ValueError(refusal) otherwise, nothing imported."
+    if isinstance(stored, str) and (stored in task_names() or stored == named): return stored
+    raise ValueError(refusal.format(task=quote(stored, 80)))
 
 # %% ../../nbs/30_tasks.ipynb #e8733fd6
 _PYTHON_BLOCK = re.compile(r"```python[ \t]*\r?\n(.*?)(?:(?<=\n)```|\Z)", re.DOTALL)   # body ends at a fence opening a line

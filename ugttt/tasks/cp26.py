@@ -11,7 +11,7 @@ from ..corpus import sig_digits, templates
 from .core import CorpusSpec, Task
 
 # %% auto #0
-__all__ = ['CP26_TOLERANCE', 'CP26_RULES', 'CP26_ROWS', 'TASK', 'validate_packing', 'score_cp26', 'cp26_params']
+__all__ = ['CP26_TOLERANCE', 'CP26_RULES', 'CP26_ROWS', 'TASK', 'validate_packing', 'score_cp26', 'cp26_params', 'draw_packing']
 
 # %% ../../nbs/37_task_cp26.ipynb #b675af50
 CP26_TOLERANCE = 1e-12                   # containment / overlap slack of the reference `validate_packing`
@@ -115,6 +115,22 @@ def cp26_params(
         return dict(seed=seed, cand=int(rng.choice([100, 300, 1000, 3000])))
     raise KeyError(f"unknown CP26 template {template!r}; known: {sorted(templates('cp26'))}")
 
+# %% ../../nbs/37_task_cp26.ipynb #4a1cd45a
+def draw_packing(
+    construction,   # (26, 3) circles [x, y, r], as score_cp26 returns them
+    fig,            # a matplotlib figure (resized to 6 x 6 inches)
+) -> None:
+    "The circles of a packing in the unit square, with the sum of radii; ValueError, before drawing, for more than 26 circles."
+    from matplotlib.patches import Circle, Rectangle
+    c = as_float_array(construction, ndim=2, max_size=26 * 3)   # (n, 3): refused past 26 circles
+    if c.shape[1] != 3: raise ValueError(f"a packing's rows are circles [x, y, r], got rows of {c.shape[1]} numbers")
+    fig.set_size_inches(6, 6)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.add_patch(Rectangle((0, 0), 1, 1, fill=False, lw=1.2, color="k"))
+    for x, y, r in c: ax.add_patch(Circle((x, y), r, fill=True, alpha=0.35, color="#7570b3", lw=0.8, ec="#3f3a8c"))
+    ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal", xticks=[0, 0.5, 1], yticks=[0, 0.5, 1],
+           title=f"{len(c)} circles, sum of radii {c[:, 2].sum():.6f}")
+
 # %% ../../nbs/37_task_cp26.ipynb #4b346a78
 TASK = Task(
     name="cp26", entry_point="run_packing", direction="max", best_known=2.6359830849176076, target=2.636,
@@ -127,5 +143,5 @@ TASK = Task(
     returns_short="(centers (26,2), radii (26,), sum_radii)", unit="circles", digits=6, warm_start=None,
     scorer=score_cp26, root=None, helpers=(as_float_array, validate_packing),
     trusted_scorer=True, family_rules=CP26_RULES, winning_motifs=('non_uniform_rows',), streams_by_default=True,
-    reference_percentile=25.0,
+    reference_percentile=25.0, max_entries=26 * 3, draw=draw_packing,
     corpus=CorpusSpec(2, cp26_params, "templates/cp26"))

@@ -6,14 +6,14 @@
 from __future__ import annotations
 import math
 import numpy as np
-from ..scoring import Score, as_float_array, full_convolution, triple_problem
+from ..scoring import MAX_ENTRIES, Score, as_float_array, full_convolution, triple_problem
 from ..families import Rule, has_gaussian, has_step_function
 from ..corpus import sig_digits, templates
-from .core import CorpusSpec, Task
+from .core import CorpusSpec, Task, step_axes
 
 # %% auto #0
 __all__ = ['ERDOS_C5_RTOL', 'ERDOS_RULES', 'TASK', 'overlap_step_function', 'c5_upper_bound', 'verify_c5_solution', 'score_erdos',
-           'random_overlap_step', 'erdos_params']
+           'random_overlap_step', 'erdos_params', 'draw_overlap']
 
 # %% ../../nbs/38_task_erdos.ipynb #09ad5874
 ERDOS_C5_RTOL = 1e-9                     # a reported C5 may differ from the recomputed one by this much, relative
@@ -133,6 +133,19 @@ def erdos_params(
         return dict(it=int(rng.integers(1, 6)), w=int(rng.integers(2, 8)))
     raise KeyError(f"unknown Erdős template {template!r}; known: {sorted(templates('erdos'))}")
 
+# %% ../../nbs/38_task_erdos.ipynb #65ebf8c9
+def draw_overlap(
+    construction,   # (n,) values of h on [0, 2], as score_erdos returns them
+    fig,            # a matplotlib figure
+) -> None:
+    "The step function h and its overlap M(k) over the shifts k, whose maximum is C5; ValueError, before drawing, for an h the verifier refuses."
+    h = overlap_step_function(construction)                      # (n,), at most MAX_ENTRIES
+    ax = step_axes(fig, 0.0, 2.0, h, "h")
+    n, c5 = len(h), c5_upper_bound(h)
+    m = full_convolution(h, (1 - h)[::-1]) * (2.0 / n)           # (2n - 1,) M at the shifts k = -2 .. 2
+    ax.plot(np.linspace(-2, 2, 2 * n + 1)[1:-1], m, color="#1b9e77", lw=1); ax.axhline(c5, color="#d95f02", ls="--", lw=1)
+    ax.set(xlim=(-2, 2), xlabel="shift k", ylabel="overlap M(k)", title=f"C5 = max M = {c5:.6f}")
+
 # %% ../../nbs/38_task_erdos.ipynb #25b7711e
 TASK = Task(
     name="erdos", entry_point="run", direction="min", best_known=0.3808703105862199, target=0.3808,
@@ -150,5 +163,6 @@ TASK = Task(
     scorer=score_erdos, root=random_overlap_step,
     helpers=(as_float_array, full_convolution, overlap_step_function, c5_upper_bound, verify_c5_solution),
     aliases=("evaluate_erdos_solution = verify_c5_solution",),
-    trusted_scorer=True, family_rules=ERDOS_RULES, winning_motifs=('fourier',), admission_lengths=(0, 1000),
+    trusted_scorer=True, family_rules=ERDOS_RULES, winning_motifs=('fourier',), admission_lengths=(0, 1000), max_entries=MAX_ENTRIES,
+    draw=draw_overlap,
     corpus=CorpusSpec(3, erdos_params, "templates/erdos"))
