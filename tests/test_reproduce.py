@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 REPRO = ROOT / "reproduce"
 NOTEBOOKS = ["table1", "table2", "table3", "table4", "figure1", "figure2", "figure3"]   # table1 first: it trains the shared runs
 TABLES = dict(table1=["table1"], table2=["table2"], table3=["table3"], table4=["table4_firing", "table4_paired", "table4_spearman"])
-STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy", "mechanism_stable_a", "mechanism_stable_b", "mechanism_diversity"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
+STUDIES = ["mechanism_pilot", "mechanism", "mechanism_offpolicy", "mechanism_stable_a", "mechanism_stable_b", "mechanism_diversity",
+           "mechanism_controls"]   # the mechanism study's notebooks: their own runs, no paper rows (docs/mechanism.md)
 REQUIRED_PARAMETERS = {"preset", "epochs", "seeds", "runs_dir", "reuse", "smoke", "out_dir"}
 
 
@@ -321,6 +322,25 @@ def test_mechanism_diversity_runs_in_smoke_mode(tmp_path):
     assert len(runs) == 8 and runs.h_bar.ge(0).all()
     for fig in ("entropy", "kl_mi_auc"):
         assert (out / f"mechanism_diversity_{fig}.pdf").read_bytes()[:4] == b"%PDF"
+
+@pytest.mark.slow   # stage 6's notebook end to end on two-epoch runs (12 runs): make slow
+def test_mechanism_controls_runs_in_smoke_mode(tmp_path):
+    "Stage 6 trains its six arms (the reproduction check first), applies Holm to its two primaries and writes every promised file."
+    import papermill as pm, pandas as pd
+    out = tmp_path / "out"
+    pm.execute_notebook(str(REPRO / "mechanism_controls.ipynb"), str(tmp_path / "stage6.out.ipynb"), cwd=str(REPRO),
+                        parameters=dict(smoke=True, seeds=[0, 1], runs_dir=str(tmp_path / "runs"), out_dir=str(out)),
+                        progress_bar=False, log_output=False, stdout_file=None, stderr_file=None)
+    res = json.loads((out / "mechanism_controls.json").read_text())["results"]
+    assert res["interval"] == "t, n-1 df" and res["reused"] == [] and res["reproduced_stage5"] is False   # smoke: never reused
+    assert list(res["arms"]) == ["baseline", "ugttt_drop", "ugttt_drop_mi1", "rarity", "rarity_x10", "ugttt_drop_mi1_shuffled"]
+    assert res["arms"]["rarity"]["overrides"] == {"update.lr": 0.003, "update.mi_coef": 0.1, "update.bonus_signal": "rarity"}
+    assert res["arms"]["ugttt_drop_mi1_shuffled"]["overrides"]["update.bonus_signal"] == "shuffled_mi"
+    assert sorted(res["primary"]) == ["P1", "P2"] and sorted(p["holm_alpha"] for p in res["primary"].values()) == [0.025, 0.05]
+    runs = pd.read_csv(out / "mechanism_controls_runs.csv")
+    assert len(runs) == 12 and runs.h_bar.ge(0).all() and set(runs.source) == {"stage 6"}
+    assert len(pd.read_csv(out / "mechanism_controls_check.csv")) == 4   # the two check runs, two epochs each
+    assert (out / "mechanism_controls_entropy.pdf").read_bytes()[:4] == b"%PDF"
 
 _PARENT = '''
 import sys, time
