@@ -261,15 +261,16 @@ def check_run_dir(
     "Refuse a new run in an existing directory, and a resume of a directory without a run or with another config."
     out = Path(out_dir)
     if os.path.lexists(out) and not resume:
-        raise FileExistsError(f"run directory {out} already exists; pass resume=True (--resume) to continue it, or choose "
-                              "a new directory: an existing run is never overwritten")
+        raise FileExistsError(f"run directory {out} already exists; pass resume=True to continue it, or choose a new "
+                              "directory: an existing run is never overwritten")
     if not resume: return
+    if not os.path.lexists(out): raise FileNotFoundError(f"cannot resume: {out} does not exist")
     if not out.is_dir(): raise FileNotFoundError(f"cannot resume: {out} is not a directory")
     if not os.path.lexists(out / CONFIG): raise FileNotFoundError(f"cannot resume: {out} holds no run (no config.json)")
     diff = stored_config_diff(out, cfg)   # plain data: nothing it names is imported; operational fields may differ
     if diff:
         raise ValueError(f"cannot resume {out} with a different config (differs in: {'; '.join(diff[:4])}); resume with the "
-                         "run's own config.json (ugttt.config.config_from_dict, or `ugttt train --config` on it)")
+                         "run's own config.json (ugttt.config.config_from_dict of it)")
     done = finished_epochs(out)
     if done: check_checkpoint(checkpoint_path(out, done - 1), cfg.n_adapters)
 

@@ -215,6 +215,7 @@ def read_config(
 ) -> TrainConfig:     # its config.json
     "A run directory's config as a TrainConfig; FileNotFoundError when the directory holds no run."
     path = Path(run_dir) / CONFIG
+    if not Path(run_dir).exists(): raise FileNotFoundError(f"{run_dir} does not exist")
     if not path.is_file(): raise FileNotFoundError(f"{run_dir} holds no run (no {CONFIG})")
     return config_from_dict(read_json(path, CONFIG_MAX_BYTES))
 
