@@ -257,7 +257,7 @@ def test_stop_at_ends_the_run_after_the_epoch_that_reaches_it_and_resume_says_co
     test_eq(json.loads((run / "stopped.json").read_text()), dict(reason="stop_at", stop_at=-1e9, epoch=0, r_max=r_max))
     assert "reached stop_at" in capsys.readouterr().out
     test_eq(train(cfg, run, resume=True, progress=True, sandbox=sandbox), [])                # complete: nothing trained
-    assert "is complete: it stopped after epoch 1" in capsys.readouterr().out
+    assert "is complete: it stopped after epoch 0 " in capsys.readouterr().out   # numbered from 0, as stopped.json
     (run / "stopped.json").unlink()                        # as if the process died between the checkpoint and stopped.json
     test_eq(train(cfg, run, resume=True, progress=False, sandbox=sandbox), [])
     test_eq(json.loads((run / "stopped.json").read_text())["epoch"], 0)

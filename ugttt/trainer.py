@@ -9,9 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
-from .checks import quote
+from .checks import is_int, quote
 from .config import TrainConfig, config_to_dict
-from .rundir import (METRICS, TRAJECTORIES, RunDirError, append_jsonl, create_run, iter_jsonl, read_json, read_jsonl,
+from .config_files import OPERATIONAL_FIELDS
+from .rundir import (CONFIG, CONFIG_MAX_BYTES, METRICS, TRAJECTORIES, RunDirError, append_jsonl, create_run, iter_jsonl, read_json, read_jsonl,
                           snapshot_path, write_atomic)
 from .checkpoint import check_run_dir, load_checkpoint, resume_run, save_checkpoint
 from .metrics import EpochLog, best_reward
@@ -29,10 +30,10 @@ from .best import note_epoch, restore_best
 _all_ = ["save_checkpoint", "load_checkpoint", "check_run_dir"]   # 63_checkpoint's, importable from here as before
 
 # %% auto #0
-__all__ = ['STOPPED', 'STOPPED_MAX_BYTES', 'DEFAULT_THREADS', 'RunState', 'build_state', 'start_run', 'GenerationBar',
-           'EpochGroups', 'epoch_groups', 'run_epoch', 'target_reached', 'record_stop', 'read_stop', 'train',
-           'train_threads', 'check_extras', 'check_device', 'preflight', 'open_executor', 'save_checkpoint',
-           'load_checkpoint', 'check_run_dir']
+__all__ = ['STOPPED', 'STOPPED_MAX_BYTES', 'STOP_MAX_EPOCH', 'RESUMES', 'DEFAULT_THREADS', 'RunState', 'build_state', 'start_run',
+           'GenerationBar', 'EpochGroups', 'epoch_groups', 'run_epoch', 'target_reached', 'record_stop', 'read_stop',
+           'note_resume', 'train', 'train_threads', 'check_extras', 'check_device', 'preflight', 'open_executor',
+           'save_checkpoint', 'load_checkpoint', 'check_run_dir']
 
 # %% ../nbs/25_trainer.ipynb #6defca40
 @dataclass
@@ -176,7 +177,7 @@ def run_epoch(
     # 1.-5. parents, generation, verification, scoring, advantages (epoch_groups)
     eg = epoch_groups(s, epoch)
     t3 = time.perf_counter()
-    # 6. the update: per-adapter policy gradient over the kept rollouts, NNM, one optimiser step
+    # 6. the update: the policy gradient over the kept rollouts (adapter by adapter, or all K at once: policy.train_mode), NNM, one AdamW step per adapter
     items = [GroupUpdate(g, sc, a["shaped"], a["keep"]) for g, sc, a in zip(eg.groups, eg.scores, eg.advs)]
     stats = update_epoch(s.ens, items, s.optimizers, cfg.update)
     t4 = time.perf_counter()
@@ -232,9 +233,9 @@ def _verify(
 
 # %% ../nbs/25_trainer.ipynb #78ab28bf
 def _summary_line(rec: dict, cfg) -> str:
-    "One line per epoch: best reward, correct rate, family entropy, MI, entropic temperature, time split."
+    "One line per epoch (numbered from 0, as the logs number it): best reward, correct rate, family entropy, MI, entropic temperature, time split."
     t = {k: rec[f"time/{k}"] for k in ("rollout", "verify", "score", "train")}
-    return (f"epoch {rec['progress/epoch'] + 1}/{cfg.epochs}  R_max {rec['train/reward/exec/best']:.4f}  "
+    return (f"epoch {rec['progress/epoch']} of 0-{cfg.epochs - 1}  R_max {rec['train/reward/exec/best']:.4f}  "
             f"correct {rec['train/correctness/rate']:.0%}  H {rec['families/entropy_bits']:.2f} bits  "
             f"MI {rec['mi/token_mean']:.1e}  entropic beta {rec.get('train/entropic_beta/mean', float('nan')):.2f}  "
             f"time: generate {t['rollout']:.1f} s, verify {t['verify']:.1f} s, score {t['score']:.1f} s, update {t['train']:.1f} s")
@@ -242,6 +243,7 @@ def _summary_line(rec: dict, cfg) -> str:
 # %% ../nbs/25_trainer.ipynb #32aa34e3
 STOPPED = "stopped.json"   # written when a run stops at its target: the reason, stop_at, the epoch and R_max
 STOPPED_MAX_BYTES = 4096   # its legitimate size, with room to spare (read_json refuses more)
+STOP_MAX_EPOCH = 10**9     # the largest epoch a stop record may name: no run has more epochs
 
 def target_reached(
     cfg: TrainConfig,   # the run (its stop_at)
@@ -269,11 +271,42 @@ def read_stop(
     path = Path(out_dir) / STOPPED
     if not os.path.lexists(path): return None
     d = read_json(path, STOPPED_MAX_BYTES)   # a link or a FIFO is refused, not followed
-    num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-    if not (isinstance(d, dict) and d.get("reason") == "stop_at" and num(d.get("stop_at")) and num(d.get("r_max"))
-            and isinstance(d.get("epoch"), int) and not isinstance(d.get("epoch"), bool) and d["epoch"] >= 0):
-        raise RunDirError(f"{path} is not a stop record (reason 'stop_at', numbers stop_at and r_max, an epoch >= 0)")
+    if not (isinstance(d, dict) and d.get("reason") == "stop_at" and _float(d.get("stop_at")) and _float(d.get("r_max"))
+            and is_int(d.get("epoch"), 0, STOP_MAX_EPOCH)):
+        raise RunDirError(f"{path} is not a stop record (reason 'stop_at', finite numbers stop_at and r_max that a float holds, "
+                          f"an epoch in [0, {STOP_MAX_EPOCH:,}])")
     return d
+
+def _float(x) -> bool:
+    "Whether x is a number (not a bool) that a float holds finitely: a 400-digit int overflows float(), and is refused."
+    if isinstance(x, bool) or not isinstance(x, (int, float)): return False
+    try: return math.isfinite(float(x))
+    except OverflowError: return False
+
+# %% ../nbs/25_trainer.ipynb #7c3d0e02
+RESUMES = "resumes.jsonl"   # a line per resume that went ahead: when, from which epoch, the operational settings it changed
+
+def note_resume(
+    cfg: TrainConfig,      # the config the resume runs (check_run_dir passed: only operational fields may differ)
+    out_dir,               # the run directory
+    start: int,            # the first epoch the resume runs (0-based)
+    progress: bool,        # the resume's progress switch: recorded, and the line printed when on
+    stopped: dict | None = None,   # read_stop's record, where a stopped run goes on under another target
+) -> dict:                 # the line appended to resumes.jsonl
+    "Append a resume's line to resumes.jsonl: its epoch, each operational setting that differs from config.json as [before, now]; printed when progress."
+    out = Path(out_dir)
+    flat = lambda d, p="": {k2: v2 for k, v in d.items() for k2, v2 in (flat(v, f"{p}{k}.").items() if isinstance(v, dict) else [(p + k, v)])}
+    was = flat(read_json(out / CONFIG, CONFIG_MAX_BYTES))
+    now = flat(json.loads(json.dumps(config_to_dict(cfg))))
+    changed = {k: [was[k], v] for k, v in now.items() if k.split(".")[0] in OPERATIONAL_FIELDS and k in was and was[k] != v}
+    logged = [r.get("torch/threads") for r in iter_jsonl(out / METRICS) if "progress/epoch" in r]
+    if logged and logged[-1] != torch.get_num_threads(): changed["torch/threads"] = [logged[-1], torch.get_num_threads()]
+    line = dict(time=time.strftime("%Y-%m-%dT%H:%M:%S%z"), epoch=start, changed=changed, progress=progress, stopped=stopped)
+    append_jsonl(out / RESUMES, [line])
+    if progress:
+        what = "; ".join(f"{k} {quote(a, 40)} -> {quote(b, 40)}" for k, (a, b) in changed.items()) or "nothing changed"
+        print(f"resuming {out} at epoch {start}: {what} (recorded in {RESUMES})")
+    return line
 
 # %% ../nbs/25_trainer.ipynb #454f80df
 def train(
@@ -287,8 +320,9 @@ def train(
     "Algorithm 1: PUCT parents, generation, verification, all-adapter scoring, shaped advantages, the update, backup, logs, checkpoints."
     out = Path(out_dir)
     if task is None: task = preflight(cfg, out, resume, sandbox)   # every check before any compute, once
-    if resume and (stop := read_stop(out)) is not None:   # a run that stopped at its target is complete
-        if progress: print(f"{out} is complete: it stopped after epoch {stop['epoch'] + 1} with R_max {stop['r_max']:.6g} "
+    stop = read_stop(out) if resume else None
+    if stop is not None and cfg.stop_at is not None and stop["r_max"] >= cfg.stop_at:   # stopped at a target it still has
+        if progress: print(f"{out} is complete: it stopped after epoch {stop['epoch']} with R_max {stop['r_max']:.6g} "
                            f">= stop_at {stop['stop_at']:.6g} (stopped.json)")
         return []
     own_sandbox = sandbox is None
@@ -297,6 +331,8 @@ def train(
     try:
         state = start_run(cfg, out, resume, progress, task)
         state.sandbox = sandbox
+        if resume: note_resume(cfg, out, state.start, progress, stop)   # what this resume changed, in resumes.jsonl
+        if stop is not None: (out / STOPPED).unlink()     # another target, not reached: the run goes on (its record is in resumes.jsonl)
         tracker = open_tracker(cfg.report_to, out, run_name(out), config_to_dict(cfg))   # unique: two tasks' ugttt-s0 stay apart
         if state.start > 0 and target_reached(cfg, state.best):   # died between the checkpoint and stopped.json, or a lower target
             record_stop(out, state.start - 1, state.best, cfg.stop_at)
@@ -309,7 +345,7 @@ def train(
             if progress: print(_summary_line(rec, cfg))
             if target_reached(cfg, rec["train/reward/exec/best"]):   # after the epoch's checkpoint: the run is complete
                 record_stop(out, epoch, rec["train/reward/exec/best"], cfg.stop_at)
-                if progress: print(f"stopped: R_max {rec['train/reward/exec/best']:.6g} reached stop_at {cfg.stop_at:.6g}")
+                if progress: print(f"stopped after epoch {epoch}: R_max {rec['train/reward/exec/best']:.6g} reached stop_at {cfg.stop_at:.6g}")
                 break
     finally:
         if tracker is not None: tracker.close()
