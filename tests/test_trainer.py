@@ -88,7 +88,8 @@ def test_sigkill_resume_equals_uninterrupted_run(tmp_path, ensemble, train_mode)
     test_eq(at_kill in (0, 1), True)                              # the run was interrupted before its last epoch
     test_eq((killed / "checkpoints" / "epoch_0002").exists(), False)
 
-    resumed = subprocess.run([UGTTT, *flags, "--resume"], env=ENV, capture_output=True, text=True)
+    resumed = subprocess.run([UGTTT, "train", "--resume", "--out", str(killed), "--quiet"], env=ENV, capture_output=True,
+                             text=True)                           # the run's own config.json: no flag typed again
     test_eq((resumed.returncode, resumed.stderr), (0, ""))
     threads = torch.get_num_threads()
     torch.set_num_threads(DEFAULT_THREADS)                        # as `ugttt train` runs: another count sums floats otherwise
@@ -274,3 +275,47 @@ def test_cli_stop_at_flag_reaches_the_config_and_a_bad_value_is_one_line(tmp_pat
     from ugttt.cli import build_parser, config_from_args
     args = build_parser().parse_args(["train", "--task", "cp26", "--method", "baseline", "--stop_at", "2.6358", "--out", str(tmp_path / "r")])
     test_eq(config_from_args(args).stop_at, 2.6358)
+
+
+# ---- 6. resuming from the run's own config, and one epoch numbering ----------------------------------------------------
+
+def test_resume_out_alone_takes_the_runs_config_refuses_a_computing_flag_and_logs_an_operational_one(tmp_path):
+    "The quick start's --stop_at run: --resume --out alone says it is complete; a flag that changes an epoch is refused in one line; --stop_at none goes on, logged; console, stopped.json, best.jsonl, metrics.jsonl and report number the epochs alike."
+    from ugttt.cli import report_figure, report_rows
+    run = tmp_path / "stop"
+    first = subprocess.run([UGTTT, "train", "--task", "cp26", "--method", "baseline", "--epochs", "3", "--groups_per_epoch", "1",
+                            "--group_size", "2", "--stop_at=-1e9", "--out", str(run)], env=ENV, capture_output=True, text=True)
+    test_eq(first.returncode, 0)
+    stop = json.loads((run / "stopped.json").read_text())
+    test_eq(stop["epoch"], 0)                                     # any R_max reaches -1e9: the run stops after its first epoch
+    assert re.search(r"^epoch 0 of 0-2  R_max", first.stdout, re.M) and "stopped after epoch 0:" in first.stdout, first.stdout
+
+    again = subprocess.run([UGTTT, "train", "--resume", "--out", str(run)], env=ENV, capture_output=True, text=True)
+    test_eq((again.returncode, again.stderr), (0, ""))            # the run's own config.json: groups_per_epoch 1, not the preset's 8
+    assert f"{run} is complete: it stopped after epoch 0 " in again.stdout, again.stdout
+
+    before = sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*"))
+    for flag, words in ((["--groups_per_epoch", "8"], "with --groups_per_epoch '8': it changes what an epoch computes (differs in: groups_per_epoch: 1 -> 8)"),
+                        (["--method", "ugttt"], "with --method: it changes what an epoch computes (differs in: method: 'baseline' -> 'ugttt'"),
+                        (["--preset", "tiny"], "with --preset: it changes what an epoch computes (differs in: epochs: 3 -> 6")):
+        out = subprocess.run([UGTTT, "train", "--resume", "--out", str(run), *flag], env=ENV, capture_output=True, text=True)
+        test_eq((out.returncode, out.stderr.count("\n"), "Traceback" in out.stderr), (2, 1, False))
+        assert words in out.stderr, out.stderr
+    test_eq(sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*")), before)   # refused: nothing written
+
+    on = subprocess.run([UGTTT, "train", "--resume", "--out", str(run), "--stop_at", "none", "--threads", "1"], env=ENV,
+                        capture_output=True, text=True)         # operational: the target is lifted, the run goes on
+    test_eq((on.returncode, "Traceback" in on.stderr, "error" in on.stderr), (0, False, False))   # stderr: the progress bars
+    assert f"resuming {run} at epoch 1: stop_at -1000000000.0 -> None (recorded in resumes.jsonl)" in on.stdout, on.stdout
+    test_eq(re.findall(r"^epoch (\d+) of 0-2  R_max", first.stdout + on.stdout, re.M), ["0", "1", "2"])
+    test_eq((run / "stopped.json").exists(), False)
+    (line,) = read_jsonl(run / "resumes.jsonl")[0]
+    test_eq((line["epoch"], line["changed"], line["stopped"]), (1, {"stop_at": [-1e9, None]}, stop))
+
+    epochs = [m["progress/epoch"] for m in read_jsonl(run / "metrics.jsonl")[0] if "progress/epoch" in m]
+    test_eq(epochs, [0, 1, 2])                                    # metrics.jsonl, as the console numbered them
+    test_eq({t["epoch"] for t in read_jsonl(run / "trajectories.jsonl")[0]}, {0, 1, 2})
+    assert {b["epoch"] for b in read_best(run)} <= set(epochs)   # best.jsonl (and `ugttt best`) name the same epochs
+    (row,) = report_rows([run])
+    test_eq(row["epochs"], 3)                                     # report's column counts them
+    for ax in report_figure([row]).axes: test_eq(list(ax.lines[0].get_xdata()), epochs)   # its figure's x: epochs 0-2

@@ -8,16 +8,17 @@ import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typi
 from pathlib import Path
 from .checks import clip, printable, quote
 from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS, SandboxConfig, TrainConfig, config_fields,
-                          type_options)
+                          config_from_dict, migrate_flat, type_options)
 from .presets import make_config
-from .config_files import load_config
+from .config_files import config_diff, diff_fields, load_config
+from .rundir import CONFIG, CONFIG_MAX_BYTES, RunDirError, read_json
 from .tasks import TASK_NAMES, check_received_task
 
 # %% auto #0
 __all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'config_flags', 'parse_value', 'type_name', 'field_comments',
-           'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'report_rows', 'format_report',
-           'report_arms', 'compare_rows', 'format_comparison', 'format_legend', 'check_plot_path', 'plot_report',
-           'report_figure', 'check_resume_task', 'main']
+           'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'resume_config', 'report_rows',
+           'format_report', 'report_dirs', 'report_arms', 'compare_rows', 'format_comparison', 'format_legend',
+           'check_plot_path', 'plot_report', 'report_figure', 'check_resume_task', 'main']
 
 # %% ../nbs/66_cli.ipynb #01032a0d
 _RUN_FLAGS_SKIP = ("task", "method")   # their own flags, with choices and a default
@@ -74,9 +75,15 @@ def config_help() -> dict[str, str]:
 
 # %% ../nbs/66_cli.ipynb #b2d729d2
 class _Parser(argparse.ArgumentParser):
-    "An ArgumentParser whose errors are one line and exit code 2."
+    "An ArgumentParser whose errors are one line and exit code 2, and whose help may be completed as it is shown."
+    before_help = None   # a function of the parser called before its help is formatted: what only the help needs loads then
+
     def error(self, message):
         sys.stderr.write(f"ugttt: error: {message}\n"); sys.exit(2)
+
+    def format_help(self) -> str:
+        if self.before_help is not None: self.before_help(self)
+        return super().format_help()
 
 def build_parser() -> argparse.ArgumentParser:
     "The `ugttt` parser: `train` and `plan` with a flag per config field, `report`, `replay`, `doctor` and `best`."
@@ -85,11 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     t = sub.add_parser("train", help="run Algorithm 1 on a task", description="Run UG-TTT or a baseline on one task. "
                        "Every TrainConfig field is a flag; nested fields as --policy.NAME, --update.NAME, --streaming.NAME. "
-                       "A flag not given takes its value from --config, else from the preset and method.")
+                       "A flag not given takes its value from --config, else from the preset and method; with --resume alone, from the "
+                       "run's own config.json.")
     t.add_argument("--out", type=Path, required=True, help="the run directory (must not exist, unless --resume)")
-    t.add_argument("--resume", action="store_true", help="continue the run in --out from its last complete epoch")
+    t.add_argument("--resume", action="store_true", help="continue the run in --out from its last complete epoch, "
+                   "with its own config.json (only --stop_at, --report_to, --sandbox.*, --threads and --quiet may change)")
     t.add_argument("--quiet", action="store_true", help="no progress bars or epoch lines")
-    t.add_argument("--threads", type=int, help="torch CPU threads (default: 1, the least CPU per group on a shared machine; "
+    t.add_argument("--threads", type=_threads, help="torch CPU threads (default: 1, the least CPU per group on a shared machine; "
                    "with --resume, the run's own)")
     _add_config_args(t)
     pl = sub.add_parser("plan", help="what a run needs: parameters, GPU memory, tokens; no weights loaded",
@@ -100,10 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="tabulate and compare finished runs", description="R_max, final-epoch family entropy, "
                        "mean MI and correct rate of each run directory, as a table; for two or more methods of a task, which "
                        "is better on each, paired by seed (interval and sign-flip p), and a legend of every column.")
-    r.add_argument("runs", nargs="+", type=Path, help="run directories")
-    r.add_argument("--plot", type=Path, metavar="FILE", help="also draw R_max and family entropy per epoch, a line per "
-                   "run, to FILE (.png or .pdf)")
-    from ugttt.replay import VARIANTS
+    r.add_argument("runs", nargs="+", type=Path, help="run directories, or folders holding run directories (read one level down)")
+    r.add_argument("--plot", type=Path, metavar="FILE", help="also draw R_max, family entropy and correct rate per epoch "
+                   "(epochs numbered from 0), a line per run, to FILE (.png or .pdf)")
     rp = sub.add_parser("replay", help="re-run one epoch's update of a run under named variants", description="Re-run epoch "
                         "E's update of a run from its own checkpoint (the state before that update) under variants that change "
                         "one thing each, every one from the same state and groups, and print per member the full-vocabulary "
@@ -112,8 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "directory is only read; its task and sandbox section are not taken (--task, --sandbox.*).")
     rp.add_argument("run", type=Path, help="the run directory")
     rp.add_argument("--epoch", type=int, required=True, help="the epoch whose update is replayed (0: from the run's seed)")
-    rp.add_argument("--variant", action="extend", nargs="+", metavar="NAME",
-                    help=f"variants to run (default as_trained; all for every one): {', '.join(VARIANTS)}")
+    rp.add_argument("--variant", action="extend", nargs="+", metavar="NAME", help="variants to run (default as_trained; all "
+                    "for every one)")
+    rp.before_help = _variant_help                     # the names need ugttt.replay, and torch: loaded for --help only
     rp.add_argument("--json", type=Path, help="also write the numbers to this JSON file (not inside the run)")
     rp.add_argument("--threads", type=int, help="torch threads (default: as many as the run's updates used, as it logged)")
     rp.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -132,6 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", type=Path, help="the folder to write (must not exist; default ./RUN-best)")
     b.add_argument("--task", help="your own task (package.module:attr), when the run names it; built-in tasks need none")
     return p
+
+def _threads(text: str) -> int:
+    "--threads as an int in [1, this machine's CPUs]; argparse's one-line error otherwise, before anything is imported."
+    cores = os.cpu_count() or 1
+    try: n = int(text)
+    except ValueError: n = 0
+    if not 1 <= n <= cores: raise argparse.ArgumentTypeError(f"must be an int in [1, {cores}] (this machine's CPUs), got {quote(text)}")
+    return n
+
+def _variant_help(p: argparse.ArgumentParser) -> None:
+    "Name every replay variant in --variant's help (ugttt.replay imports torch: done only when the help is shown)."
+    from ugttt.replay import VARIANTS
+    a = next(a for a in p._actions if a.dest == "variant")
+    a.help = f"variants to run (default as_trained; all for every one): {', '.join(VARIANTS)}"
 
 # %% ../nbs/66_cli.ipynb #6d50cda7
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -179,6 +202,49 @@ def config_from_args(args) -> TrainConfig:
     if args.config is not None: return load_config(args.config, **named, **over, **ref)
     return make_config(named.get("task", DEFAULT_TASK), named.get("method", "ugttt"), named.get("preset", "tiny"), **ref, **over)
 
+# %% ../nbs/66_cli.ipynb #3e5a9c02
+def resume_config(
+    args,   # parsed `train` arguments with --resume
+) -> TrainConfig:   # the run's own config.json, with the operational flags given beside it
+    "The config a `train --resume` continues: the run's config.json and the flags given; ValueError naming a field they would change in what an epoch computes."
+    out = Path(args.out)
+    if not os.path.lexists(out): raise FileNotFoundError(f"cannot resume: {out} does not exist")
+    if out.is_symlink() or not out.is_dir(): raise FileNotFoundError(f"cannot resume: {out} is not a directory")
+    if not os.path.lexists(out / CONFIG): raise FileNotFoundError(f"cannot resume: {out} holds no run (no {CONFIG})")
+    stored = read_json(out / CONFIG, CONFIG_MAX_BYTES)       # plain data: a task it names is not imported
+    if not isinstance(stored, dict): raise RunDirError(f"{out / CONFIG} is not a JSON object of config fields")
+    built = [f for f, on in (("--config", args.config is not None), ("--preset", args.preset is not None),
+                             ("--reference", args.reference)) if on]
+    given = {k[4:]: v for k, v in vars(args).items() if k.startswith("cfg:") and v is not None}
+    if built:                                                # a config built as a new run's, held against the run's
+        run_own = {k: stored.get(k) for k in ("task", "method") if getattr(args, k) is None and args.config is None}
+        cfg = config_from_args(argparse.Namespace(**{**vars(args), **run_own}))   # a preset of the run's task and method
+    else:
+        flags, d = config_flags(), migrate_flat(json.loads(json.dumps(stored)))
+        d["sandbox"] = {}                                    # yours, as a replay's: the flags given, else the defaults, never the run's
+        for k in ("task", "method"):
+            if getattr(args, k) is not None: d[k] = getattr(args, k)
+        for k, v in given.items(): _put_field(d, k, parse_value(k, v, flags[k]))
+        cfg = config_from_dict(d)
+    diff = diff_fields(stored, cfg)                          # operational fields are not compared
+    if not diff: return cfg
+    named = [f"--{k} {quote(given[k], 40)}" for k in diff if k in given] + [f"--{k}" for k in ("task", "method") if k in diff and getattr(args, k) is not None]
+    who = ", ".join(named or built)
+    raise ValueError(f"cannot resume {out} with {who}: it changes what an epoch computes (differs in: "
+                     f"{'; '.join(config_diff(stored, cfg)[:4])}); a resume continues the run's own {CONFIG}, where only "
+                     "--stop_at, --report_to, --sandbox.*, --threads and --quiet may change: leave it out, or train a new run with another --out")
+
+def _put_field(
+    d: dict,      # config fields as JSON data (a config.json)
+    key: str,     # a field: "epochs", or nested as "policy.lora_rank"
+    value,        # its new value
+) -> None:
+    "Set one field of a config dict in place, a nested one inside its section's dict."
+    sec, _, name = key.rpartition(".")
+    if not sec: d[key] = value; return
+    if not isinstance(d.get(sec), dict): d[sec] = {}
+    d[sec][name] = value
+
 # %% ../nbs/66_cli.ipynb #a90fa8ae
 def report_rows(runs) -> list[dict]:
     "Per run directory: task, method, seed, epochs, R_max, final-epoch family entropy, mean token MI, correct rate, its logs' check, and R_max, entropy and correct rate per epoch."
@@ -220,6 +286,20 @@ def _columns(table: list[list[str]]) -> str:
     "Rows of cells as left-aligned columns two spaces apart."
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in table)
+
+# %% ../nbs/66_cli.ipynb #4d1e7b02
+def report_dirs(
+    paths,   # the report's arguments: run directories, or folders holding run directories
+) -> list[Path]:   # the run directories, in the order given, a folder's runs sorted by name, each once
+    "Each argument as run directories: itself where it holds config.json, else its subfolders that do; FileNotFoundError where neither."
+    out = []
+    for p in map(Path, paths):
+        if not os.path.lexists(p): raise FileNotFoundError(f"{p} does not exist")
+        if os.path.lexists(p / CONFIG) or not p.is_dir(): out.append(p); continue   # report_rows says what is wrong with it
+        runs = sorted(d for d in p.iterdir() if not d.is_symlink() and d.is_dir() and os.path.lexists(d / CONFIG))
+        if not runs: raise FileNotFoundError(f"{p} is not a run directory (no {CONFIG}) and holds no run directory one level down")
+        out += runs
+    return list(dict.fromkeys(out))
 
 # %% ../nbs/66_cli.ipynb #4913afa6
 REPORT_QUANTITIES = dict(      # report column -> (better direction: +1 higher, -1 lower, 0 neither; decimals; scientific)
@@ -441,14 +521,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "best":
             from ugttt.best import best_command
             return best_command(args.run, args.top, args.out, args.task)
-        cfg = config_from_args(args)
+        from ugttt.tasks import get_task
         if args.command == "plan":
-            from ugttt.plan import plan, format_plan
-            from ugttt.tasks import get_task
+            cfg = config_from_args(args)
             if args.gpu_gib is not None and not args.gpu_gib > 0: raise ValueError(f"--gpu-gib must be > 0, got {args.gpu_gib}")
             get_task(cfg.task)                                   # a plan of a task that does not exist is an error too
+            from ugttt.plan import plan, format_plan
             print(format_plan(plan(cfg, args.gpu_gib))); return 0
+        cfg = resume_config(args) if args.resume else config_from_args(args)
         if args.resume: check_resume_task(cfg.task, args.task)   # before anything is imported: a run is data
+        elif os.path.lexists(args.out):
+            raise FileExistsError(f"run directory {args.out} already exists; add --resume to continue it, or choose another "
+                                  "--out: an existing run is never overwritten")
+        get_task(cfg.task)                                       # an unknown task answers before torch is imported
         from ugttt.trainer import preflight, train, train_threads
         task = preflight(cfg, args.out, args.resume)             # once: train is handed the task
         threads = train_threads(args.threads, args.out, args.resume)
@@ -466,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(runs, plot=None) -> int:
     "Print the report of the runs, their comparison and the legend (and draw --plot); warn of edited logs on stderr, then return 1 (else 0)."
+    runs = report_dirs(runs)                          # a folder of runs: the runs one level down
     if plot is not None: check_plot_path(plot, runs)   # a bad file name, or one inside a run, is refused before any run is read
     rows = report_rows(runs)
     comps = compare_rows(rows)
