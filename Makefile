@@ -44,7 +44,8 @@ readme: install
 
 # The pip user's path: a wheel built from this checkout (out of tree), installed with pip into a fresh venv that
 # has only the pinned torch (no requirements.txt, no dev extras), then from a folder outside the checkout every public
-# module imported, `ugttt doctor`, a 1-epoch tiny `ugttt train` and `ugttt report`. About 1.5 min idle (tools/wheel_smoke.py).
+# module imported, `ugttt doctor`, a 1-epoch tiny `ugttt train` and `ugttt report` (about 1.5 min idle), then the
+# `notebooks` extra in the same venv and nbs/tutorials/01_one_group executed with papermill (tools/wheel_smoke.py).
 wheel-smoke: install
 	$(BIN)/python tools/wheel_smoke.py
 

@@ -2,7 +2,8 @@
 """The pip user's path, proven on every `make test`. Builds a wheel from this checkout out of tree (nothing
 is written into the checkout), installs it with pip into a fresh venv that holds only the pinned torch, and from a
 directory outside the checkout imports every public module, runs `ugttt doctor`, a 1-epoch tiny `ugttt train` and
-`ugttt report`. Nothing comes from requirements.txt or the dev extras: pip resolves settings.ini's ranges as a user's
+`ugttt report`; then installs the `notebooks` extra in the same venv and executes nbs/tutorials/01_one_group with
+papermill, as a pip user runs the notebooks. Nothing comes from requirements.txt or the dev extras: pip resolves settings.ini's ranges as a user's
 pip does, so the newest releases they admit are what is tested. The training's and the report's stderr must hold no
 warning (a library deprecation printed on every run is a bug we fix at its source).
 
@@ -179,6 +180,14 @@ def main(argv=None) -> int:
             if len(rows) != 1: raise Failed(f"expected one report row for runs/smoke, got {len(rows)}")
             if rows[0][1:5] != ["cp26", "ugttt", "0", "1"] or rows[0][-1] != "ok":   # task, method, seed, epochs ... logs
                 raise Failed(f"unexpected report row {rows[0]}")
+        with phase("extra [notebooks] in the same venv, tutorials/01_one_group under papermill", times):
+            run([py, "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", f"{whl}[notebooks]"], env=env)
+            run([py, "-m", "pip", "check"], env=env)
+            torch = run([py, "-c", "import torch; print(torch.__version__)"], env=env).stdout.strip()
+            if not torch.startswith("2.13.0"): raise Failed(f"installing [notebooks] replaced the pinned torch with {torch}")
+            # the tutorial as a reader runs it: from the checkout's copy, executed in the work folder on the venv's kernel
+            run([py, "-m", "papermill", tmp / "src" / "nbs" / "tutorials" / "01_one_group.ipynb", work / "01_one_group.ipynb",
+                 "--kernel", "python3", "--cwd", work, "--no-progress-bar"], cwd=work, env=env_v, timeout=1800)
         for e in extras:
             with phase(f"extra [{e}]: fresh venv, torch, the wheel[{e}], import", times):
                 py_e = venv(tmp / f"venv-{e}", f"{whl}[{e}]", env)
