@@ -221,3 +221,10 @@ def test_best_py_names_no_built_in_task():
     text = (Path(__file__).resolve().parents[1] / "ugttt" / "best.py").read_text()
     test_eq([n for n in task_names() if re.search(rf"\b{n}\b", text, re.IGNORECASE)], [])
     test_eq([n for n in task_names() if not callable(get_task(n).draw)], [])
+
+
+def test_a_run_that_is_not_there_is_named_as_missing(tmp_path):
+    "A path that does not exist says so; a folder without a run says it holds none (issue 56)."
+    refused(best(tmp_path / "nope"), "nope does not exist")
+    (tmp_path / "empty").mkdir()
+    refused(best(tmp_path / "empty"), "holds no run (no config.json)")

@@ -257,6 +257,7 @@ def best_command(
     from ugttt.tasks import get_task
     run_dir = Path(run_dir)
     if not is_int(top, 1, KEEP): raise ValueError(f"--top must be an int in [1, {KEEP}] (a run keeps its best {KEEP}), got {quote(top)}")
+    if not (run_dir.exists() or run_dir.is_symlink()): raise ValueError(f"{run_dir} does not exist")
     if not (run_dir / CONFIG).is_file(): raise ValueError(f"{run_dir} holds no run (no {CONFIG})")
     out = Path(out) if out is not None else Path(f"{run_dir.resolve().name}-best")
     if (why := into_run(out, run_dir)) is not None:              # lexically, resolved, or through a link the run holds
