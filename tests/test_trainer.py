@@ -281,7 +281,7 @@ def test_cli_stop_at_flag_reaches_the_config_and_a_bad_value_is_one_line(tmp_pat
 
 def test_resume_out_alone_takes_the_runs_config_refuses_a_computing_flag_and_logs_an_operational_one(tmp_path):
     "The quick start's --stop_at run: --resume --out alone says it is complete; a flag that changes an epoch is refused in one line; --stop_at none goes on, logged; console, stopped.json, best.jsonl, metrics.jsonl and report number the epochs alike."
-    from ugttt.cli import report_figure, report_rows
+    from ugttt.report import report_figure, report_rows
     run = tmp_path / "stop"
     first = subprocess.run([UGTTT, "train", "--task", "cp26", "--method", "baseline", "--epochs", "3", "--groups_per_epoch", "1",
                             "--group_size", "2", "--stop_at=-1e9", "--out", str(run)], env=ENV, capture_output=True, text=True)

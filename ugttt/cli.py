@@ -4,7 +4,7 @@
 
 # %% ../nbs/66_cli.ipynb #b6fb9e7b
 from __future__ import annotations
-import argparse, ast, inspect, io, json, math, os, sys, textwrap, tokenize, typing
+import argparse, ast, inspect, io, json, os, sys, textwrap, tokenize, typing
 from pathlib import Path
 from .checks import clip, printable, quote
 from .config import (DEFAULT_TASK, FLAT_NAMES, METHODS, SECTIONS, TRAIN_PRESETS, SandboxConfig, TrainConfig, config_fields,
@@ -13,12 +13,12 @@ from .presets import make_config
 from .config_files import config_diff, diff_fields, load_config
 from .rundir import CONFIG, CONFIG_MAX_BYTES, RunDirError, read_json
 from .tasks import TASK_NAMES, check_received_task
+from .report import (check_plot_path, compare_rows, format_comparison, format_legend, format_report, plot_report, report_dirs,
+                          report_rows)
 
 # %% auto #0
-__all__ = ['REPORT_QUANTITIES', 'REPORT_LEGEND', 'PLOT_SUFFIXES', 'config_flags', 'parse_value', 'type_name', 'field_comments',
-           'config_help', 'build_parser', 'sandbox_from_args', 'config_from_args', 'resume_config', 'report_rows',
-           'format_report', 'report_dirs', 'report_arms', 'compare_rows', 'format_comparison', 'format_legend',
-           'check_plot_path', 'plot_report', 'report_figure', 'check_resume_task', 'main']
+__all__ = ['config_flags', 'parse_value', 'type_name', 'field_comments', 'config_help', 'build_parser', 'sandbox_from_args',
+           'config_from_args', 'resume_config', 'check_resume_task', 'main']
 
 # %% ../nbs/66_cli.ipynb #01032a0d
 _RUN_FLAGS_SKIP = ("task", "method")   # their own flags, with choices and a default
@@ -85,6 +85,7 @@ class _Parser(argparse.ArgumentParser):
         if self.before_help is not None: self.before_help(self)
         return super().format_help()
 
+# %% ../nbs/66_cli.ipynb #08106464
 def build_parser() -> argparse.ArgumentParser:
     "The `ugttt` parser: `train` and `plan` with a flag per config field, `report`, `replay`, `doctor` and `best`."
     p = _Parser(prog="ugttt", description="UG-TTT: uncertainty-guided test-time training (train a run, plan one, report runs, "
@@ -142,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--task", help="your own task (package.module:attr), when the run names it; built-in tasks need none")
     return p
 
+# %% ../nbs/66_cli.ipynb #03949c36
 def _threads(text: str) -> int:
     "--threads as an int in [1, this machine's CPUs]; argparse's one-line error otherwise, before anything is imported."
     cores = os.cpu_count() or 1
@@ -244,259 +246,6 @@ def _put_field(
     if not sec: d[key] = value; return
     if not isinstance(d.get(sec), dict): d[sec] = {}
     d[sec][name] = value
-
-# %% ../nbs/66_cli.ipynb #a90fa8ae
-def report_rows(runs) -> list[dict]:
-    "Per run directory: task, method, seed, epochs, R_max, final-epoch family entropy, mean token MI, correct rate, its logs' check, and R_max, entropy and correct rate per epoch."
-    from ugttt.analysis import epoch_records, read_run_config   # regular files only: a FIFO or /dev/zero is refused, not read
-    from ugttt.rundir import CONFIG, LogsEditedError, RunDirError, check_log_digest
-    rows = []
-    for path in map(Path, runs):
-        cfg = read_run_config(path)
-        if not all(isinstance(cfg.get(k), str) for k in ("task", "method")):
-            raise RunDirError(f"{path / CONFIG} is not a run's config (no task and method)")
-        try: logs, problem = ("ok" if check_log_digest(path) else "unchecked"), None
-        except LogsEditedError as e: logs, problem = "EDITED", str(e)
-        n, last, mi_sum, mi_n, r_curve, h_curve, c_curve = 0, {}, 0.0, 0, [], [], []
-        for rec in epoch_records(path):   # streamed: the last record, a running sum and two numbers per epoch are kept
-            mi = _number(rec.get("mi/token_mean"))
-            n, last, mi_sum, mi_n = n + 1, rec, mi_sum + (mi or 0.0), mi_n + (mi is not None)
-            r_curve.append(_number(rec.get("train/reward/exec/best"))); h_curve.append(_number(rec.get("families/entropy_bits")))
-            c_curve.append(_number(rec.get("train/correctness/rate")))
-        seed = cfg.get("seed")
-        rows.append(dict(run=str(path), task=cfg["task"], method=cfg["method"],
-                         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None, epochs=n,
-                         R_max=_number(last.get("train/reward/exec/best")), H_bits=_number(last.get("families/entropy_bits")),
-                         mean_MI=mi_sum / mi_n if mi_n else None, correct=_number(last.get("train/correctness/rate")),
-                         logs=logs, problem=problem, R_max_by_epoch=r_curve, H_bits_by_epoch=h_curve, correct_by_epoch=c_curve))
-    return rows
-
-def _number(v) -> float | None:
-    "v if it is a finite number (a log's value), else None: a damaged record shows as '-', not as a crash."
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-
-def format_report(rows: list[dict]) -> str:
-    "A plain-text table of report_rows."
-    fmt = dict(R_max="{:.4f}", H_bits="{:.2f}", mean_MI="{:.2e}", correct="{:.0%}")
-    cols = ["run", "task", "method", "seed", "epochs", "R_max", "H_bits", "mean_MI", "correct", "logs"]
-    cell = lambda r, c: "-" if r[c] is None else printable(fmt.get(c, "{}").format(r[c]))   # a run's texts: controls escaped
-    return _columns([cols] + [[cell(r, c) for c in cols] for r in rows])
-
-def _columns(table: list[list[str]]) -> str:
-    "Rows of cells as left-aligned columns two spaces apart."
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in table)
-
-# %% ../nbs/66_cli.ipynb #4d1e7b02
-def report_dirs(
-    paths,   # the report's arguments: run directories, or folders holding run directories
-) -> list[Path]:   # the run directories, in the order given, a folder's runs sorted by name, each once
-    "Each argument as run directories: itself where it holds config.json, else its subfolders that do; FileNotFoundError where neither."
-    out = []
-    for p in map(Path, paths):
-        if not os.path.lexists(p): raise FileNotFoundError(f"{p} does not exist")
-        if os.path.lexists(p / CONFIG) or not p.is_dir(): out.append(p); continue   # report_rows says what is wrong with it
-        runs = sorted(d for d in p.iterdir() if not d.is_symlink() and d.is_dir() and os.path.lexists(d / CONFIG))
-        if not runs: raise FileNotFoundError(f"{p} is not a run directory (no {CONFIG}) and holds no run directory one level down")
-        out += runs
-    return list(dict.fromkeys(out))
-
-# %% ../nbs/66_cli.ipynb #4913afa6
-REPORT_QUANTITIES = dict(      # report column -> (better direction: +1 higher, -1 lower, 0 neither; decimals; scientific)
-    R_max=(+1, 4, False),      # the best execution reward: higher is better on every task (1/C1, C2, sum of radii, 1/C5)
-    H_bits=(+1, 2, False),     # final-epoch family entropy: more families kept is the paper's diversity claim (§3)
-    mean_MI=(0, 2, True),      # the ensemble's disagreement: a diagnostic, neither direction is better
-    correct=(+1, 3, False))    # the final epoch's share of correct rollouts
-
-def report_arms(rows: list[dict]) -> dict[str, dict]:
-    "One task's runs as arms: method -> {seed: row}; every run its own arm (named by its directory) when a method repeats a seed or a seed is missing."
-    by_method = {}
-    for r in rows: by_method.setdefault(r["method"], []).append(r)
-    if all(r["seed"] is not None for r in rows) and all(len({r["seed"] for r in rs}) == len(rs) for rs in by_method.values()):
-        return {m: {r["seed"]: r for r in rs} for m, rs in by_method.items()}
-    names = [Path(r["run"]).name for r in rows]
-    names = names if len(set(names)) == len(names) else [r["run"] for r in rows]
-    return {name: {r["seed"]: r} for name, r in zip(names, rows)}
-
-def compare_rows(
-    rows: list[dict],      # report_rows
-    level: float = 0.95,   # confidence level of the intervals
-) -> list[dict]:           # per task, arm and quantity: the comparison with the reference arm
-    "Per task, each arm against the reference (the baseline, else the first run's method): difference, direction, paired stats, verdict."
-    from ugttt.analysis import compare_paired, summarise
-    out = []
-    for task in dict.fromkeys(r["task"] for r in rows):
-        arms = report_arms([r for r in rows if r["task"] == task])
-        if len(arms) < 2: continue
-        ref = "baseline" if "baseline" in arms else next(iter(arms))
-        for arm, runs in arms.items():
-            if arm == ref: continue
-            seeds = [s for s in runs if s in arms[ref]]                       # the pairs; unpaired runs are left out
-            for q, (better, _, _) in REPORT_QUANTITIES.items():
-                value = lambda rs: {s: math.nan if rs[s][q] is None else rs[s][q] for s in (seeds or rs)}
-                a, b = value(arms[ref]), value(runs)
-                stats = compare_paired(b, a, level) if seeds else None       # b - a, paired by seed
-                diff = stats.mean if stats else summarise(b).mean - summarise(a).mean
-                out.append(dict(task=task, ref=ref, arm=arm, quantity=q, better=better, seeds=seeds,
-                                ref_mean=summarise(a).mean, arm_mean=summarise(b).mean, diff=diff,
-                                by_seed={s: b[s] - a[s] for s in seeds}, stats=stats,
-                                verdict=_verdict(ref, arm, better, stats, len(seeds))))
-    return out
-
-def _verdict(ref: str, arm: str, better: int, stats, n: int) -> str:
-    "Which arm is better on one quantity, as far as the paired seeds can say."
-    if n == 0: return "no seed in common: nothing to pair, cannot decide"
-    if stats is None or math.isnan(stats.mean): return "undefined (a value is missing)"
-    if better == 0: return "a diagnostic: neither direction is better"
-    if n == 1: return "one seed: cannot decide"
-    if math.isnan(stats.low) and stats.mean == 0 and stats.note.startswith("every seed"): return "equal on every seed"
-    if math.isnan(stats.low): return f"cannot decide: {stats.note.split(';')[0]}"
-    if stats.low > 0 or stats.high < 0:
-        return f"{arm if stats.mean * better > 0 else ref} better: the interval excludes 0"
-    return "cannot decide: the interval includes 0"
-
-# %% ../nbs/66_cli.ipynb #45e04f31
-def format_comparison(comps: list[dict]) -> str:
-    "compare_rows as one block per task and arm: a table of quantities, then a line on what the seeds can decide."
-    from ugttt.reproduce import fmt_ci, fmt_value
-    blocks = []
-    for key in dict.fromkeys((c["task"], c["ref"], c["arm"]) for c in comps):
-        cs = [c for c in comps if (c["task"], c["ref"], c["arm"]) == key]
-        task, ref, arm = map(printable, key)                                # names a run chose: controls escaped
-        seeds, n = cs[0]["seeds"], len(cs[0]["seeds"])
-        pairs = f"{n} seed{'s' if n != 1 else ''} paired: {', '.join(map(str, seeds))}" if n else "no seed in common"
-        rows = [["quantity", "better", ref, arm, "difference [95% interval] p", "by seed", "verdict"]]
-        for c in cs:
-            _, dg, sci = REPORT_QUANTITIES[c["quantity"]]
-            rows.append([c["quantity"], {1: "higher", -1: "lower", 0: "-"}[c["better"]], fmt_value(c["ref_mean"], dg, sci),
-                         fmt_value(c["arm_mean"], dg, sci),
-                         fmt_ci(c["stats"], dg, sci) if n >= 2 else _signed(c["diff"], dg, sci),
-                         ", ".join(f"{s}: {_signed(d, dg, sci)}" for s, d in c["by_seed"].items()) or "-", printable(c["verdict"])])
-        lines = [f"{task}: {arm} vs {ref} (difference = {arm} - {ref}; {pairs})", _columns(rows)]
-        if n == 1:
-            lines.append(f"One seed per method (seed {seeds[0]}): one seed cannot decide which is better; train more seeds "
-                         "of both (--seed 1, 2, ...) and report them all together.")
-        elif n == 0:
-            lines.append(f"{arm} and {ref} share no seed, so no difference is paired and none can be decided; train them "
-                         "with the same seeds.")
-        elif cs[0]["stats"].p_min is not None and cs[0]["stats"].p_min >= 0.05:
-            lines.append(f"With {n} paired seeds no sign-flip p can be below {cs[0]['stats'].p_min:.3g}: an interval that "
-                         "excludes 0 says the seeds agree in sign, under a normality no few seeds can check.")
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
-
-def _signed(x, digits: int, sci: bool) -> str:
-    "A difference with its sign, '--' when undefined."
-    from ugttt.reproduce import fmt_value
-    s = fmt_value(x, digits, sci)
-    return s if s == "--" or s.startswith("-") else "+" + s
-
-# %% ../nbs/66_cli.ipynb #d0d42531
-REPORT_LEGEND = (
-    ("run", "the run directory"),
-    ("task", "the benchmark (or your own problem) the run trained on; runs are compared only within a task"),
-    ("method", "ugttt (K LoRA adapters, the MI bonus, the nuclear-norm regulariser), baseline (TTT-Discover: one "
-               "adapter), no_nnm or ensemble_only (ablations)"),
-    ("seed", "the run's seed; two methods' runs of one seed are paired (same roots, sampling stream, first adapter)"),
-    ("epochs", "epochs logged in metrics.jsonl"),
-    ("R_max", "the best execution reward of the run, in the task's reward units (1/C1, C2, sum of radii, 1/C5); "
-              "higher is better"),
-    ("H_bits", "family entropy (bits) of the final epoch's correct rollouts: how many distinct solution families it "
-               "kept, 0 for one family (or none correct); higher is more diverse"),
-    ("mean_MI", "the mean token mutual information between the adapters (nats), averaged over the epochs: the "
-                "ensemble's epistemic uncertainty, 0 with one adapter; a diagnostic"),
-    ("correct", "share of the final epoch's rollouts whose program ran and gave a valid construction"),
-    ("logs", "ok: the logs match the digest their newest checkpoint recorded; unchecked: no digest to check (no "
-             "checkpoint yet, or a run from before digests); EDITED: changed since (warned on stderr, exit code 1)"),
-    ("better", "the direction in which the quantity is better ('-': none, a diagnostic)"),
-    ("<method>", "in a comparison: the arm's mean over the paired seeds"),
-    ("difference", "the mean over paired seeds of arm - reference (the reference is the baseline, else the first "
-                   "run's method); [its 95% t interval, n-1 df, BCa bootstrap from 10 seeds; none with one seed]; p=its "
-                   "exact two-sided sign-flip p, never below 2/2^n with n seeds"),
-    ("by seed", "seed: that seed's own difference"),
-    ("verdict", "the better arm only where the interval excludes 0; otherwise why it cannot be decided"),
-)
-
-def format_legend(
-    compared: bool = True,   # also the comparisons' columns (from `better` on)
-) -> str:
-    "What every column of the report means, one line each."
-    keys = [k for k, _ in REPORT_LEGEND]
-    items = REPORT_LEGEND if compared else REPORT_LEGEND[:keys.index("better")]
-    w = max(len(k) for k, _ in items)
-    return "\n".join(["Legend:"] + [f"  {k.ljust(w)}  {v}" for k, v in items])
-
-# %% ../nbs/66_cli.ipynb #b54d9439
-PLOT_SUFFIXES = (".png", ".pdf")   # the figure formats --plot writes, chosen by the file name's suffix
-
-def check_plot_path(
-    path,         # the --plot file
-    runs=(),      # the run directories reported: the file may not lie inside one
-) -> Path:
-    "The --plot file as a Path; ValueError for a suffix not .png or .pdf, a missing folder, a path inside a run, or a link."
-    path = Path(path)
-    if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise ValueError(f"--plot {quote(str(path))}: the file must end in .png or .pdf")
-    if not path.parent.is_dir(): raise ValueError(f"--plot {quote(str(path))}: the folder {quote(str(path.parent))} does not exist")
-    for run in map(Path, runs):   # lexically and resolved: a link planted in a run may lead anywhere
-        if Path(os.path.abspath(path)).is_relative_to(os.path.abspath(run)) or path.resolve().is_relative_to(run.resolve()):
-            raise ValueError(f"--plot {quote(str(path))} lies inside the run directory {quote(str(run))}; a report never writes into a run")
-    if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise ValueError(f"--plot {quote(str(path))} is a link or not a regular file; the figure is not written through it")
-    return path
-
-def plot_report(
-    rows: list[dict],   # report_rows: their per-epoch R_max and entropy
-    path,               # a .png or .pdf file (check_plot_path)
-) -> Path:
-    "R_max (best so far), family entropy and correct rate per epoch, a line per run in its method's colour; written to path, never through a link."
-    from ugttt.rundir import write_atomic
-    path = check_plot_path(path, [r["run"] for r in rows])
-    fig = report_figure(rows)
-    write_atomic(path, lambda f: fig.savefig(f, format=path.suffix[1:].lower(), dpi=150))   # an exclusive temporary, renamed
-    return path
-
-def report_figure(
-    rows: list[dict],   # report_rows
-):                      # a matplotlib Figure (no pyplot: no global figure state, no GUI backend)
-    "The report's figure: R_max with the task's best-known value, family entropy and correct rate per epoch; '1 seed' said when so."
-    from matplotlib.figure import Figure
-    from ugttt.reproduce import COLORS
-    fig = Figure(figsize=(14, 3.8), layout="constrained")
-    axes = fig.subplots(1, 3)
-    palette = iter(["#1b9e77", "#d95f02", "#e7298a", "#66a61e", "#e6ab02", "#1f78b4"])   # methods without a colour of their own
-    colors = {}
-    for r in rows: colors.setdefault(r["method"], COLORS.get(r["method"]) or next(palette, "#333333"))
-    for i, (r, label) in enumerate(zip(rows, _plot_labels(rows))):
-        for ax, col in zip(axes, ("R_max_by_epoch", "H_bits_by_epoch", "correct_by_epoch")):
-            y = [math.nan if v is None else v for v in r[col]]   # a damaged value is a gap, not a crash
-            ax.plot(range(len(y)), y, color=colors[r["method"]], marker="osD^vP*X"[i % 8], ms=4, lw=1.5, label=label)
-    for ax, title, unit in zip(axes, ("R_max: best reward so far", "family entropy of the epoch's correct rollouts",
-                                      "correct rate of the epoch"), ("reward (task units, higher is better)", "bits", "share of rollouts")):
-        ax.set(title=title, xlabel="epoch", ylabel=unit); ax.grid(alpha=0.3)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-    _best_known_line(axes[0], rows)
-    axes[0].legend(fontsize=7, loc="best"); axes[1].legend(fontsize=8, loc="best")
-    seeds = {}
-    for r in rows: seeds.setdefault((r["task"], r["method"]), set()).add(r["seed"])
-    if all(len(s) == 1 for s in seeds.values()):
-        fig.suptitle("1 seed per method: one draw of the sampling, not a comparison (train more seeds and report them together)", fontsize=9)
-    return fig
-
-# %% ../nbs/66_cli.ipynb #f213485a
-def _best_known_line(ax, rows: list[dict]) -> None:
-    "The best-known reward of the runs' task as a dashed line, when they share one built-in task (its bound as the task's reward)."
-    tasks = {r["task"] for r in rows}
-    if len(tasks) != 1 or (name := tasks.pop()) not in TASK_NAMES: return   # rewards of different tasks share no axis; a run's own task is not imported
-    from ugttt.tasks import get_task
-    t = get_task(name)
-    reward = t.best_known if t.direction == "max" else 1 / t.best_known
-    ax.axhline(reward, color="0.4", ls="--", lw=1, label=f"best known ({t.bound_name} {t.best_known:g})")
-
-def _plot_labels(rows: list[dict]) -> list[str]:
-    "A legend label per run: task, method and seed, or its directory where those do not tell runs apart."
-    labels = [printable(f"{r['task']} {r['method']} s{'-' if r['seed'] is None else r['seed']}") for r in rows]
-    return labels if len(set(labels)) == len(labels) else [printable(r["run"]) for r in rows]
 
 # %% ../nbs/66_cli.ipynb #164fc7ee
 def check_resume_task(
