@@ -49,7 +49,8 @@ readme: install
 wheel-smoke: install
 	$(BIN)/python tools/wheel_smoke.py
 
-# What CI runs (.ci/run). 14-15 min on an idle 2-core machine (two runs: 14:08, 14:49): the wheel smoke, then pytest with a line per test file
+# What CI runs (.ci/run). It took 36 min in CI on 2026-12-07 (2,148 s, a fresh machine), more than the 15-minute target (14-15 min
+# when it was last that fast); the wheel smoke (now with a papermill run of a tutorial), then pytest with a line per test file
 # and the 25 slowest tests at the end (tests marked slow and `#| slow` cells run in `make slow`).
 test: install check-sync wheel-smoke
 	$(BIN)/python -m pytest --strict-markers --durations=25 tests
